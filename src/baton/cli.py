@@ -1,0 +1,136 @@
+"""Command line: ``baton serve`` and ``baton token new``.
+
+Startup refusals (bad config, unsafe or owned state directory, corrupt database) print one line
+on stderr and exit non-zero, having changed nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+
+from baton.config import Config, load_config
+from baton.engine.engine import Engine
+from baton.errors import ConfigError, StateError
+from baton.store import OwnerLock, Store
+from baton.store.statedir import prepare_state_directory, write_private_file
+from baton.surfaces.controller import build_server
+
+log = logging.getLogger("baton")
+
+EXIT_CONFIG = 2
+EXIT_STATE = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="baton", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the controller surface over MCP")
+    serve.add_argument("--config", help="absolute path of the JSON config (default: embedded)")
+    serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP instead of stdio")
+    serve.add_argument("--surface", default="controller", choices=["controller"])
+    token = sub.add_parser("token", help="bearer tokens for HTTP mode")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    new = token_sub.add_parser("new", help="write a fresh private token file (mode 0600)")
+    new.add_argument("file", help="where to write the token")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``baton`` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("BATON_LOG_LEVEL", "INFO"),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "token":
+        sys.exit(_token_new(Path(args.file)))
+    try:
+        config = load_config(args.config)
+        if args.http:
+            config = _with_http(config, args.http)
+    except ConfigError as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    sys.exit(serve(config, profile=args.surface))
+
+
+def _with_http(config: Config, spec: str) -> Config:
+    host, sep, port = spec.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"--http wants HOST:PORT, got {spec!r}")
+    if config.tokenFile is None:
+        raise ConfigError("HTTP mode requires tokenFile in the config (see: baton token new)")
+    return config.model_copy(update={"transport": "http", "host": host, "port": int(port)})
+
+
+def _token_new(path: Path) -> int:
+    if not path.is_absolute():
+        print("baton: token file path must be absolute", file=sys.stderr)
+        return EXIT_CONFIG
+    if not path.parent.is_dir():
+        print(f"baton: directory {path.parent} does not exist", file=sys.stderr)
+        return EXIT_CONFIG
+    write_private_file(path, (secrets.token_urlsafe(32) + "\n").encode())
+    print(f"wrote a new token to {path} (mode 0600); restart the server to use it", file=sys.stderr)
+    return 0
+
+
+def serve(config: Config, *, profile: str) -> int:
+    """Own the state directory, settle what a previous owner left, and serve until EOF/signal."""
+    os.umask(0o077)
+    state_dir = Path(config.stateDirectory)
+    owner = OwnerLock(state_dir, profile)
+    store = Store(state_dir)
+    try:
+        prepare_state_directory(state_dir)
+        owner.acquire()
+        store.open()
+    except StateError as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        owner.release()
+        return EXIT_STATE
+    try:
+        engine = Engine(config, store)
+        settled = engine.recover()
+        if settled:
+            log.warning(
+                "settled %d run(s) left live by the previous owner as unknown", len(settled)
+            )
+        anyio.run(_serve_async, engine, config)
+    finally:
+        store.close()
+        owner.release()
+    return 0
+
+
+async def _serve_async(engine: Engine, config: Config) -> None:
+    server = build_server(engine)
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        try:
+            if config.transport == "http":
+                from baton.transports.http import serve_http
+
+                await serve_http(server, config)
+            else:
+                await server.run_stdio_async()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await engine.shutdown()
+            tg.cancel_scope.cancel()

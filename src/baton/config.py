@@ -1,0 +1,216 @@
+"""Host configuration: the JSON file of ``baton serve --config``, its validation and defaults.
+
+The keys, types, ranges and defaults are pinned by ``shared/spec/controller-tools.md``
+("Configuration file"). Unknown keys and relative paths are rejected; ``~`` is not expanded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from baton.errors import ConfigError
+
+Autonomy = Literal["off", "low", "medium", "high"]
+ReasoningEffort = Literal[
+    "off", "none", "dynamic", "minimal", "low", "medium", "high", "xhigh", "max"
+]
+AUTONOMY_ORDER: dict[str, int] = {"off": 0, "low": 1, "medium": 2, "high": 3}
+
+
+def _absolute(value: str) -> str:
+    if not os.path.isabs(value):
+        raise ValueError(f"must be an absolute path (got {value!r}; '~' is not expanded)")
+    return value
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+
+
+class PuckConfig(BaseModel):
+    """Reply channel to the caller's Amp conversation (``controller.md``, "Droid reports ...")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    conversationId: str = Field(min_length=1)
+    """Default recipient conversation (e.g. ``T-...``) for new sessions."""
+    url: str = Field(pattern=r"^https?://")
+    """The Amp MCP endpoint, the same URL Droid's stored MCP OAuth was completed for."""
+
+
+class Config(BaseModel):
+    """The validated host configuration. Field names are the JSON keys (camelCase)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    approvedDirectories: list[AbsolutePath] = Field(min_length=1)
+    """Approved workspace roots, canonicalised (realpath) by :func:`load_config`."""
+    stateDirectory: AbsolutePath
+    """Private state (0700 directory, 0600 files)."""
+    droidPath: AbsolutePath
+    """The Droid CLI executable."""
+    droidSettingsFile: AbsolutePath | None = None
+    """Passed to every Droid process as ``--settings FILE``."""
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    """HTTP listener address."""
+    port: int = Field(default=8787, ge=0, le=65535)
+    """HTTP listener port (0 picks a free port; for tests)."""
+    tokenFile: AbsolutePath | None = None
+    """Bearer token file for HTTP: at least 32 URL-safe characters, mode 0600."""
+    allowedHosts: list[str] | None = None
+    """HTTP ``Host`` allowlist; default: loopback names with the port."""
+    allowedOrigins: list[str] | None = None
+    """HTTP ``Origin`` allowlist; default: ``http://`` loopback names with the port."""
+    defaultAutonomy: Autonomy = "high"
+    """Autonomy of a turn that names none."""
+    maxAutonomy: Autonomy = "high"
+    """Ceiling: a request above it is rejected (``autonomy_above_ceiling``)."""
+    reasoningEffort: ReasoningEffort | None = None
+    """Host reasoning setting; None lets Droid decide."""
+    maxConcurrentRuns: int = Field(default=4, ge=1, le=16)
+    """Live runs at once, counted until their process group is gone."""
+    runTimeoutMs: int = Field(default=3_600_000, ge=1000, le=86_400_000)
+    """A run still live after this many ms is cancelled and ends ``timed_out``."""
+    cancelGraceMs: int = Field(default=5000, ge=100, le=30_000)
+    """Wait (ms) after the protocol interrupt before the process group is killed."""
+    modelCacheTtlMs: int = Field(default=60_000, ge=5000, le=600_000)
+    """Model catalogue lifetime (ms)."""
+    puck: PuckConfig | None = None
+    """Optional reply channel (``controller.md``)."""
+
+    @model_validator(mode="after")
+    def _default_within_ceiling(self) -> Config:
+        if AUTONOMY_ORDER[self.defaultAutonomy] > AUTONOMY_ORDER[self.maxAutonomy]:
+            raise ValueError(
+                f"defaultAutonomy {self.defaultAutonomy!r} is above maxAutonomy "
+                f"{self.maxAutonomy!r}; lower the default too"
+            )
+        if self.transport == "http" and self.tokenFile is None:
+            raise ValueError("transport 'http' requires tokenFile")
+        return self
+
+    def http_allowed_hosts(self, port: int) -> list[str]:
+        """Host allowlist in force for a listener on ``port``."""
+        if self.allowedHosts is not None:
+            return list(self.allowedHosts)
+        return [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+
+    def http_allowed_origins(self, port: int) -> list[str]:
+        """Origin allowlist in force for a listener on ``port``."""
+        if self.allowedOrigins is not None:
+            return list(self.allowedOrigins)
+        return [f"http://{host}" for host in self.http_allowed_hosts(port)]
+
+
+def default_state_directory() -> str:
+    """``$XDG_STATE_HOME/baton``, else ``~/.local/state/baton`` (``controller-tools.md``)."""
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "baton")
+    return os.path.join(platformdirs.user_state_dir("baton", appauthor=False))
+
+
+def _embedded_defaults() -> dict[str, Any]:
+    droid = shutil.which("droid")
+    return {
+        "approvedDirectories": [os.getcwd()],
+        "stateDirectory": default_state_directory(),
+        "droidPath": droid or "",
+    }
+
+
+def load_config(path: str | None) -> Config:
+    """Load, validate and canonicalise the host configuration.
+
+    ``path`` None means the embedded defaults: the current directory as the only approved root,
+    the platform state directory and ``droid`` from ``PATH``.
+
+    Raises
+    ------
+    ConfigError
+        With one line naming every problem (unknown keys, relative paths, missing droid binary,
+        missing approved root, a token file that is not private, defaultAutonomy above
+        maxAutonomy).
+    """
+    raw: dict[str, Any] = _embedded_defaults()
+    if path is not None:
+        if not os.path.isabs(path):
+            raise ConfigError(f"config path must be absolute: {path!r}")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = json.load(handle)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config {path} is not valid JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config {path} must be a JSON object")
+        raw = {**{k: v for k, v in raw.items() if k not in loaded}, **loaded}
+    if not raw.get("droidPath"):
+        raise ConfigError("droid CLI not found on PATH; set droidPath in the config")
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {_short(err)}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid config: {problems}") from None
+    return _canonicalise(config)
+
+
+def _short(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _canonicalise(config: Config) -> Config:
+    roots: list[str] = []
+    for root in config.approvedDirectories:
+        real = os.path.realpath(root)
+        if not os.path.isdir(real):
+            raise ConfigError(f"approved directory does not exist: {root}")
+        roots.append(real)
+    if not (os.path.isfile(config.droidPath) and os.access(config.droidPath, os.X_OK)):
+        raise ConfigError(f"droidPath is not an executable file: {config.droidPath}")
+    if config.droidSettingsFile is not None and not os.path.isfile(config.droidSettingsFile):
+        raise ConfigError(f"droidSettingsFile does not exist: {config.droidSettingsFile}")
+    if config.tokenFile is not None:
+        check_private_file(Path(config.tokenFile), what="tokenFile")
+    return config.model_copy(update={"approvedDirectories": roots})
+
+
+def check_private_file(path: Path, *, what: str) -> None:
+    """Refuse a secret file that is missing or readable by others.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, not a regular file, or its mode allows group/other access.
+    """
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{what} {path} is not a regular file")
+    if info.st_mode & 0o077:
+        raise ConfigError(
+            f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}; run: chmod 600 {path}"
+        )

@@ -1,0 +1,1 @@
+"""The domain: runs, sessions, intents, workspace approval and tree locks, capacity, outcomes."""

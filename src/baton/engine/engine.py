@@ -1,0 +1,569 @@
+"""The engine: commands of the controller surface as domain decisions plus store writes.
+
+Every command validates first and changes nothing when it rejects. The checks that must be
+atomic with the insert (intent replay, session head and busy, tree locks, capacity) run with no
+``await`` between check and commit, so concurrent tool calls on the one event loop cannot race.
+Rules cited below are from ``shared/spec/controller.md`` and ``controller-tools.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from baton.config import AUTONOMY_ORDER, Config
+from baton.engine.catalogue import Catalogue
+from baton.engine.clock import new_id, utc_now
+from baton.engine.execution import Execution
+from baton.engine.intents import Intent
+from baton.engine.views import TERMINAL_STATES, run_summary, run_view
+from baton.engine.workspaces import TreeLock, approve_workspace, find_conflict
+from baton.errors import BatonError
+from baton.paging import page_utf16
+from baton.store import Store
+from baton.supervisor import procs
+from baton.supervisor.supervisor import spawn_worker, worker_environment
+
+log = logging.getLogger(__name__)
+
+AUTONOMY_LEVELS = ("off", "low", "medium", "high")
+REASONING_LEVELS = ("off", "none", "dynamic", "minimal", "low", "medium", "high", "xhigh", "max")
+RESULT_LIMIT_DEFAULT = 12_000
+RESULT_LIMIT_MAX = 16_000
+LIST_LIMIT_DEFAULT = 25
+LIST_LIMIT_MAX = 100
+_MODELS_TIMEOUT_S = 90.0
+
+
+class Engine:
+    """Runs, sessions, intents, locks and capacity over one :class:`Store`."""
+
+    def __init__(self, config: Config, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.env = worker_environment()
+        self.catalogue = Catalogue(self._discover_models, config.modelCacheTtlMs)
+        self._live: dict[str, Execution] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- startup and shutdown --------------------------------------------------------------
+
+    def recover(self) -> list[str]:
+        """Settle what a previous owner left live; kill its groups. Returns settled run IDs.
+
+        Runs that were live become ``unknown`` (terminal, never replayed, blocking their
+        session family). Recorded process groups are killed only if still ours.
+        """
+        settled: list[str] = []
+        for row in self.store.live_runs():
+            self.store.update_run(
+                row["run_id"],
+                {
+                    "state": "unknown",
+                    "outcome_json": {
+                        "kind": "unknown",
+                        "reason": "controller_restarted",
+                        "message": "the controller stopped while this run was live; inspect the "
+                        "Droid session and workspace before continuing elsewhere",
+                    },
+                    "finished_at": utc_now(),
+                },
+            )
+            settled.append(row["run_id"])
+        for row in self.store.unreaped_groups():
+            if procs.kill_recorded_group(int(row["worker_pid"]), float(row["worker_started"] or 0)):
+                self.store.update_run(row["run_id"], {"group_reaped": 1})
+        return settled
+
+    async def shutdown(self) -> None:
+        """Cancel live runs and wait for their groups to be gone (bounded by their grace)."""
+        for execution in list(self._live.values()):
+            await execution.request_cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self.config.cancelGraceMs / 1000 + 10)
+
+    # -- commands --------------------------------------------------------------------------
+
+    async def start(
+        self,
+        *,
+        request_key: str,
+        workspace: str,
+        prompt: str,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        autonomy: str | None = None,
+        puck_conversation_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Accept a new session's first run (``droid_start``). Returns the run view.
+
+        Raises
+        ------
+        BatonError
+            ``invalid_argument``, ``workspace_not_approved``, ``autonomy_above_ceiling``,
+            ``unknown_model``, ``unsupported_reasoning``, ``model_discovery_failed``,
+            ``routing_not_configured``, ``idempotency_conflict``, ``workspace_busy``,
+            ``capacity_exhausted``.
+        """
+        self._check_common(request_key, prompt, model, reasoning_effort, autonomy)
+        self._check_routing(puck_conversation_id)
+        # realpath only normalises here (the workspace is approved below); it does no I/O wait.
+        target = os.path.realpath(workspace) if os.path.isabs(workspace) else workspace  # noqa: ASYNC240
+        replay = self._replay(
+            "start",
+            target,
+            request_key,
+            prompt,
+            model,
+            reasoning_effort,
+            autonomy,
+            puck_conversation_id,
+        )
+        if replay is not None:
+            return replay
+        canonical = approve_workspace(workspace, self.config.approvedDirectories)
+        effective_autonomy = self._autonomy(autonomy)
+        effort = reasoning_effort or self.config.reasoningEffort
+        routing = puck_conversation_id or (
+            self.config.puck.conversationId if self.config.puck else None
+        )
+        if model is not None:
+            await self.catalogue.check(model, effort)
+        # Atomic from here: no await until the run is committed and registered.
+        replay = self._replay(
+            "start",
+            canonical,
+            request_key,
+            prompt,
+            model,
+            reasoning_effort,
+            autonomy,
+            puck_conversation_id,
+        )
+        if replay is not None:
+            return replay
+        self._check_capacity_and_lock(canonical, effective_autonomy)
+        intent = Intent("start", canonical, prompt, model, effective_autonomy, effort, routing)
+        run_id = new_id("run")
+        session_key = new_id("ses")
+        now = utc_now()
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT INTO sessions (session_key, droid_session_id, workspace, head_run_id, "
+                "created_at, puck_conversation_id) VALUES (?, NULL, ?, ?, ?, ?)",
+                (session_key, canonical, run_id, now, routing),
+            )
+            self._insert_run(db, run_id, request_key, session_key, None, canonical, intent, now)
+        self._launch(run_id, session_key, canonical, prompt, intent, None)
+        return self.status(run_id)
+
+    async def continue_(
+        self,
+        *,
+        run_id: str,
+        request_key: str,
+        prompt: str,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        autonomy: str | None = None,
+        puck_conversation_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Accept the next run of ``run_id``'s session (``droid_continue``): the NEW run's view.
+
+        Raises
+        ------
+        BatonError
+            As :meth:`start`, plus ``unknown_run``, ``session_blocked``, ``not_session_head``
+            (with ``headRunId``) and ``session_busy``.
+        """
+        self._check_common(request_key, prompt, model, reasoning_effort, autonomy)
+        self._check_routing(puck_conversation_id)
+        replay = self._replay(
+            "continue",
+            run_id,
+            request_key,
+            prompt,
+            model,
+            reasoning_effort,
+            autonomy,
+            puck_conversation_id,
+        )
+        if replay is not None:
+            return replay
+        _, session = self._continuable(run_id)
+        workspace = self._recorded_workspace(session["workspace"])
+        effective_autonomy = self._autonomy(autonomy)
+        effort = reasoning_effort or self.config.reasoningEffort
+        routing = puck_conversation_id or session["puck_conversation_id"]
+        if model is not None:
+            await self.catalogue.check(model, effort)
+        replay = self._replay(
+            "continue",
+            run_id,
+            request_key,
+            prompt,
+            model,
+            reasoning_effort,
+            autonomy,
+            puck_conversation_id,
+        )
+        if replay is not None:
+            return replay
+        _, session = self._continuable(run_id)
+        self._check_capacity_and_lock(workspace, effective_autonomy)
+        intent = Intent("continue", run_id, prompt, model, effective_autonomy, effort, routing)
+        new_run = new_id("run")
+        now = utc_now()
+        with self.store.transaction() as db:
+            self._insert_run(
+                db, new_run, request_key, session["session_key"], run_id, workspace, intent, now
+            )
+            db.execute(
+                "UPDATE sessions SET head_run_id = ?, puck_conversation_id = ? "
+                "WHERE session_key = ?",
+                (new_run, routing, session["session_key"]),
+            )
+        self._launch(
+            new_run,
+            session["session_key"],
+            workspace,
+            prompt,
+            intent,
+            session["droid_session_id"],
+        )
+        return self.status(new_run)
+
+    def status(self, run_id: str) -> dict[str, Any]:
+        """The run view (``droid_status``). Raises ``unknown_run``."""
+        row = self._row(run_id)
+        execution = self._live.get(run_id)
+        return run_view(row, execution.live_view() if execution else None)
+
+    def result(
+        self, run_id: str, offset: int = 0, limit: int = RESULT_LIMIT_DEFAULT
+    ) -> dict[str, Any]:
+        """A page of the final answer in UTF-16 code units (``droid_result``).
+
+        Raises
+        ------
+        BatonError
+            ``unknown_run``; ``invalid_argument`` for ``offset < 0`` or ``limit`` outside
+            1–16000.
+        """
+        if offset < 0:
+            raise BatonError("invalid_argument", "offset must be >= 0")
+        if not 1 <= limit <= RESULT_LIMIT_MAX:
+            raise BatonError("invalid_argument", f"limit must be between 1 and {RESULT_LIMIT_MAX}")
+        row = self._row(run_id)
+        terminal = row["state"] in TERMINAL_STATES
+        page = page_utf16(row["result_text"] or "", offset, limit)
+        return {
+            "runId": run_id,
+            "state": row["state"],
+            "terminal": terminal,
+            "resultAvailable": bool(row["result_available"]),
+            "outcome": run_summary(row)["outcome"],
+            "text": page.text,
+            "offset": page.offset,
+            "nextOffset": page.next_offset,
+            "totalLength": page.total_length,
+        }
+
+    def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> dict[str, Any]:
+        """Runs newest first (``droid_list``). Raises ``invalid_argument`` on bad paging."""
+        if offset < 0:
+            raise BatonError("invalid_argument", "offset must be >= 0")
+        if not 1 <= limit <= LIST_LIMIT_MAX:
+            raise BatonError("invalid_argument", f"limit must be between 1 and {LIST_LIMIT_MAX}")
+        rows, total = self.store.runs_page(offset, limit)
+        end = offset + len(rows)
+        return {
+            "runs": [run_summary(row) for row in rows],
+            "offset": offset,
+            "nextOffset": end if end < total else None,
+            "total": total,
+        }
+
+    async def cancel(self, run_id: str) -> dict[str, Any]:
+        """Cancel a live run (``droid_cancel``); a terminal run is left as it is, and said so.
+
+        The view gains ``cancel: {changed, message}``. Raises ``unknown_run``.
+        """
+        row = self._row(run_id)
+        execution = self._live.get(run_id)
+        if row["state"] in TERMINAL_STATES or execution is None or execution.terminal:
+            changed, message = False, f"run is already terminal ({row['state']}); nothing changed"
+        else:
+            changed = await execution.request_cancel()
+            message = (
+                "cancellation requested: interrupt first, then the process group is killed "
+                f"after {self.config.cancelGraceMs} ms; poll droid_status until terminal"
+                if changed
+                else "cancellation was already requested; poll droid_status until terminal"
+            )
+        view = self.status(run_id)
+        view["cancel"] = {"changed": changed, "message": message}
+        return view
+
+    async def models(self) -> dict[str, Any]:
+        """The live catalogue (``droid_models``). Raises ``model_discovery_failed``."""
+        return await self.catalogue.get()
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def _check_common(
+        self,
+        request_key: str,
+        prompt: str,
+        model: str | None,
+        reasoning_effort: str | None,
+        autonomy: str | None,
+    ) -> None:
+        if not 1 <= len(request_key) <= 200:
+            raise BatonError("invalid_argument", "requestKey must be 1-200 characters")
+        if not prompt.strip():
+            raise BatonError("invalid_argument", "prompt must not be empty")
+        if model is not None and not model.strip():
+            raise BatonError("invalid_argument", "model must not be empty when given")
+        if reasoning_effort is not None and reasoning_effort not in REASONING_LEVELS:
+            raise BatonError(
+                "invalid_argument", f"reasoningEffort must be one of {list(REASONING_LEVELS)}"
+            )
+        if autonomy is not None and autonomy not in AUTONOMY_LEVELS:
+            raise BatonError("invalid_argument", f"autonomy must be one of {list(AUTONOMY_LEVELS)}")
+
+    def _check_routing(self, puck_conversation_id: str | None) -> None:
+        if puck_conversation_id is not None and self.config.puck is None:
+            raise BatonError(
+                "routing_not_configured",
+                "puckConversationId needs the host's puck configuration, which is not set",
+            )
+
+    def _autonomy(self, requested: str | None) -> str:
+        autonomy = requested or self.config.defaultAutonomy
+        if AUTONOMY_ORDER[autonomy] > AUTONOMY_ORDER[self.config.maxAutonomy]:
+            raise BatonError(
+                "autonomy_above_ceiling",
+                f"autonomy {autonomy!r} is above this host's ceiling {self.config.maxAutonomy!r}",
+                maxAutonomy=self.config.maxAutonomy,
+            )
+        return autonomy
+
+    def _replay(
+        self,
+        operation: str,
+        target: str,
+        request_key: str,
+        prompt: str,
+        model: str | None,
+        reasoning_effort: str | None,
+        autonomy: str | None,
+        puck_conversation_id: str | None,
+    ) -> dict[str, Any] | None:
+        """The existing run for an exact retry; ``idempotency_conflict`` for a different one.
+
+        Omitted autonomy, reasoning and routing mean the originally accepted values.
+        """
+        intent = self.store.intent(request_key)
+        if intent is None:
+            return None
+        retry = Intent(
+            operation,
+            target,
+            prompt,
+            model,
+            autonomy or intent["autonomy"],
+            reasoning_effort or intent["reasoning_effort"],
+            puck_conversation_id or intent["puck_conversation_id"],
+        )
+        if retry.fingerprint() != intent["fingerprint"]:
+            raise BatonError(
+                "idempotency_conflict",
+                f"requestKey {request_key!r} was already used for different arguments; "
+                "use a new key for new work",
+                runId=intent["run_id"],
+            )
+        return self.status(intent["run_id"])
+
+    def _continuable(self, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        parent = self._row(run_id)
+        session = self.store.session(parent["session_key"])
+        assert session is not None
+        if self.store.session_has_unknown(parent["session_key"]):
+            raise BatonError(
+                "session_blocked",
+                "this session has a run with an unknown outcome; reconcile the Droid session "
+                "and workspace, then start a new task with a new key",
+            )
+        head = session["head_run_id"]
+        if head != run_id:
+            raise BatonError(
+                "not_session_head",
+                "only the newest run of a session can be continued",
+                headRunId=head,
+            )
+        if parent["state"] not in TERMINAL_STATES or run_id in self._live:
+            raise BatonError(
+                "session_busy",
+                "the session's current run is still live (or cleaning up); wait for it to finish "
+                "or cancel it",
+                runId=run_id,
+            )
+        if not session["droid_session_id"]:
+            raise BatonError(
+                "invalid_argument",
+                "this run ended before Droid created a session, so there is nothing to continue; "
+                "start a new task",
+            )
+        return parent, session
+
+    def _recorded_workspace(self, recorded: str) -> str:
+        canonical = approve_workspace(recorded, self.config.approvedDirectories)
+        if canonical != recorded:
+            raise BatonError(
+                "workspace_not_approved",
+                f"the session's workspace {recorded!r} now resolves to {canonical!r}",
+                workspace=recorded,
+            )
+        return canonical
+
+    def _check_capacity_and_lock(self, workspace: str, autonomy: str) -> None:
+        held = [TreeLock(e.run_id, e.workspace, e.autonomy) for e in self._live.values()]
+        conflict = find_conflict(workspace, autonomy, held)
+        if conflict is not None:
+            raise BatonError(
+                "workspace_busy",
+                f"workspace tree is in use by run {conflict.run_id} ({conflict.workspace}); "
+                "there is no queue",
+                conflictingRunId=conflict.run_id,
+                workspace=conflict.workspace,
+            )
+        if len(self._live) >= self.config.maxConcurrentRuns:
+            raise BatonError(
+                "capacity_exhausted",
+                f"{len(self._live)} runs are live (maxConcurrentRuns "
+                f"{self.config.maxConcurrentRuns}); there is no queue",
+            )
+
+    def _row(self, run_id: str) -> dict[str, Any]:
+        row = self.store.run(run_id)
+        if row is None:
+            raise BatonError("unknown_run", f"no run {run_id!r}", runId=run_id)
+        return row
+
+    # -- execution -------------------------------------------------------------------------
+
+    def _insert_run(
+        self,
+        db: Any,
+        run_id: str,
+        request_key: str,
+        session_key: str,
+        parent_run_id: str | None,
+        workspace: str,
+        intent: Intent,
+        now: str,
+    ) -> None:
+        db.execute(
+            "INSERT INTO runs (run_id, request_key, session_key, parent_run_id, workspace, "
+            "autonomy, model, reasoning_effort, state, created_at, puck_conversation_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?)",
+            (
+                run_id,
+                request_key,
+                session_key,
+                parent_run_id,
+                workspace,
+                intent.autonomy,
+                intent.model,
+                intent.reasoning_effort,
+                now,
+                intent.puck_conversation_id,
+            ),
+        )
+        db.execute(
+            "INSERT INTO intents (request_key, fingerprint, run_id, autonomy, reasoning_effort, "
+            "created_at, puck_conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                request_key,
+                intent.fingerprint(),
+                run_id,
+                intent.autonomy,
+                intent.reasoning_effort,
+                now,
+                intent.puck_conversation_id,
+            ),
+        )
+
+    def _launch(
+        self,
+        run_id: str,
+        session_key: str,
+        workspace: str,
+        prompt: str,
+        intent: Intent,
+        droid_session_id: str | None,
+    ) -> None:
+        execution = Execution(
+            run_id=run_id,
+            session_key=session_key,
+            workspace=workspace,
+            autonomy=intent.autonomy,
+            store=self.store,
+            grace_ms=self.config.cancelGraceMs,
+            env=self.env,
+            on_gone=self._on_gone,
+        )
+        self._live[run_id] = execution
+        job = {
+            "kind": "turn",
+            "droidPath": self.config.droidPath,
+            "droidSettingsFile": self.config.droidSettingsFile,
+            "workspace": workspace,
+            "prompt": prompt,
+            "autonomy": intent.autonomy,
+            "model": intent.model,
+            "reasoningEffort": intent.reasoning_effort,
+            "sessionId": droid_session_id,
+            "cancelGraceMs": self.config.cancelGraceMs,
+        }
+        task = asyncio.ensure_future(execution.run(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.config.runTimeoutMs / 1000, self._on_timeout, execution)
+
+    def _on_timeout(self, execution: Execution) -> None:
+        if not execution.terminal and execution.run_id in self._live:
+            task = asyncio.ensure_future(execution.request_cancel(timed_out=True))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _on_gone(self, execution: Execution) -> None:
+        self._live.pop(execution.run_id, None)
+
+    async def _discover_models(self) -> list[dict[str, Any]]:
+        job: Mapping[str, Any] = {
+            "kind": "models",
+            "droidPath": self.config.droidPath,
+            "droidSettingsFile": self.config.droidSettingsFile,
+            "cwd": self.config.stateDirectory,
+        }
+        handle = await spawn_worker(job, self.env)
+        reply: dict[str, Any] | None = None
+        try:
+            async with asyncio.timeout(_MODELS_TIMEOUT_S):
+                async for message in handle.messages():
+                    if message.get("t") == "models":
+                        reply = message
+        except TimeoutError:
+            reply = {"ok": False, "error": "Droid did not list its models in time"}
+        finally:
+            await handle.wait_gone(term_after_s=5.0)
+        if reply is None or not reply.get("ok"):
+            error = (reply or {}).get("error", "the discovery worker exited without an answer")
+            raise BatonError("model_discovery_failed", f"Droid model discovery failed: {error}")
+        return list(reply["models"])

@@ -1,0 +1,93 @@
+"""Workspace approval and tree-lock compatibility.
+
+Rules from ``shared/spec/controller.md`` ("Configuration and security", and the workspace
+paragraph of "Puck calls seven tools"): a workspace is an absolute, existing directory inside an
+approved root after ``realpath``; ``..``, sibling-prefix and symlink escapes are rejected. Paths are
+compared by components, never by string prefix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from baton.errors import BatonError
+
+
+def is_within(path: str, root: str) -> bool:
+    """True if canonical ``path`` equals ``root`` or lies below it, by path components.
+
+    >>> is_within("/srv/app", "/srv")
+    True
+    >>> is_within("/srv-old/app", "/srv")
+    False
+    """
+    if path == root:
+        return True
+    root_parts = _parts(root)
+    path_parts = _parts(path)
+    return len(path_parts) > len(root_parts) and path_parts[: len(root_parts)] == root_parts
+
+
+def _parts(path: str) -> list[str]:
+    return [part for part in path.split(os.sep) if part]
+
+
+def trees_overlap(a: str, b: str) -> bool:
+    """True if one canonical tree contains the other (equal, ancestor or descendant)."""
+    return is_within(a, b) or is_within(b, a)
+
+
+def approve_workspace(workspace: str, roots: Iterable[str]) -> str:
+    """Return the canonical workspace, or reject it.
+
+    Raises
+    ------
+    BatonError
+        ``invalid_argument`` if ``workspace`` is not absolute; ``workspace_not_approved`` if it
+        does not exist, is not a directory, or its realpath is outside every approved root.
+    """
+    if not os.path.isabs(workspace):
+        raise BatonError("invalid_argument", f"workspace must be an absolute path: {workspace!r}")
+    real = os.path.realpath(workspace)
+    approved = list(roots)
+    if not os.path.isdir(real):
+        raise BatonError(
+            "workspace_not_approved",
+            f"workspace {workspace!r} is not an existing directory",
+            workspace=workspace,
+            approvedDirectories=approved,
+        )
+    if not any(is_within(real, root) for root in approved):
+        raise BatonError(
+            "workspace_not_approved",
+            f"workspace {workspace!r} resolves to {real!r}, outside the approved roots; "
+            "ask the operator to approve its root",
+            workspace=real,
+            approvedDirectories=approved,
+        )
+    return real
+
+
+@dataclass(frozen=True)
+class TreeLock:
+    """A live run's hold on a canonical workspace tree."""
+
+    run_id: str
+    workspace: str
+    autonomy: str
+
+
+def find_conflict(workspace: str, autonomy: str, held: Iterable[TreeLock]) -> TreeLock | None:
+    """The first held lock that a new run on ``workspace`` at ``autonomy`` would conflict with.
+
+    Read-only (``off``) runs share trees; any other run needs its whole tree (ancestors and
+    descendants included) to itself.
+    """
+    for lock in held:
+        if autonomy == "off" and lock.autonomy == "off":
+            continue
+        if trees_overlap(workspace, lock.workspace):
+            return lock
+    return None

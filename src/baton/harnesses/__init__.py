@@ -1,0 +1,1 @@
+"""Adapters that speak one agent's protocol behind one small interface."""

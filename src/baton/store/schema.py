@@ -1,0 +1,68 @@
+"""SQLite schema and forward migrations.
+
+``PRAGMA user_version`` holds the schema version. Each migration runs after a byte-identical
+backup of the database file (``state.db.v<N>.bak``) and inside one transaction.
+"""
+
+from __future__ import annotations
+
+#: Version 1: runs, sessions and intents as first released.
+V1 = """
+CREATE TABLE runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    request_key TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    parent_run_id TEXT,
+    workspace TEXT NOT NULL,
+    autonomy TEXT NOT NULL,
+    model TEXT,
+    reasoning_effort TEXT,
+    state TEXT NOT NULL,
+    outcome_json TEXT,
+    settings_json TEXT,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    finished_at TEXT,
+    result_text TEXT,
+    text_tail TEXT NOT NULL DEFAULT '',
+    stderr_tail TEXT NOT NULL DEFAULT '',
+    events_json TEXT NOT NULL DEFAULT '[]',
+    ask_user_declined_json TEXT NOT NULL DEFAULT '[]',
+    permissions_declined_json TEXT NOT NULL DEFAULT '[]',
+    worker_pid INTEGER,
+    worker_started REAL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    group_reaped INTEGER NOT NULL DEFAULT 0,
+    result_available INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_session ON runs(session_key, seq);
+CREATE INDEX runs_state ON runs(state);
+CREATE TABLE sessions (
+    session_key TEXT PRIMARY KEY,
+    droid_session_id TEXT,
+    workspace TEXT NOT NULL,
+    head_run_id TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE intents (
+    request_key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    autonomy TEXT NOT NULL,
+    reasoning_effort TEXT,
+    created_at TEXT NOT NULL
+);
+"""
+
+#: Version 2: reply-channel routing (``puckConversationId``) is recorded per session, run and
+#: intent, so continuations keep their recipient and replays keep their accepted routing.
+V2 = """
+ALTER TABLE sessions ADD COLUMN puck_conversation_id TEXT;
+ALTER TABLE runs ADD COLUMN puck_conversation_id TEXT;
+ALTER TABLE intents ADD COLUMN puck_conversation_id TEXT;
+"""
+
+#: MIGRATIONS[i] takes the schema from version i to i + 1.
+MIGRATIONS: list[str] = [V1, V2]
+SCHEMA_VERSION = len(MIGRATIONS)

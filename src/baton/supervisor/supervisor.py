@@ -1,0 +1,127 @@
+"""Server side of the worker pipe: spawn a worker in its own process group, exchange JSON lines.
+
+Protocol (one JSON object per line):
+
+- server → worker, stdin: first the job (``{"kind": "turn" | "models", ...}``), later
+  ``{"op": "cancel"}``. EOF on the worker's stdin means the server is gone: the worker stops its
+  group (see :mod:`baton.supervisor.worker`).
+- worker → server, stdout: progress messages (``{"t": ...}``), ending with ``terminal`` (a turn)
+  or ``models`` (a catalogue).
+
+The worker's stderr is our stderr (never our stdout: a stdio server's stdout is JSON-RPC only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from baton.supervisor import procs
+
+#: Worker → server lines can carry a whole final answer; allow far more than the agent's 5 MB.
+_LINE_LIMIT = 64 * 1024 * 1024
+
+#: Environment variables never passed to workers (and so to agents): transport secrets.
+SECRET_ENV_PREFIXES = ("BATON_TOKEN", "BATON_HTTP_TOKEN")
+
+
+def worker_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Our environment minus transport secrets, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SECRET_ENV_PREFIXES)}
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class WorkerHandle:
+    """A running worker: its pid (= process group id) and start time, and the pipe to it."""
+
+    proc: asyncio.subprocess.Process
+    pid: int
+    started: float
+    _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def send(self, message: Mapping[str, Any]) -> bool:
+        """Write one line to the worker; False if the pipe is already closed."""
+        stdin = self.proc.stdin
+        if stdin is None or stdin.is_closing():
+            return False
+        async with self._write_lock:
+            try:
+                stdin.write(json.dumps(message).encode() + b"\n")
+                await stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                return False
+        return True
+
+    async def messages(self) -> AsyncIterator[dict[str, Any]]:
+        """Lines from the worker until its stdout closes; malformed lines are skipped."""
+        stdout = self.proc.stdout
+        assert stdout is not None
+        while True:
+            try:
+                line = await stdout.readline()
+            except ValueError:  # a line over _LINE_LIMIT: the worker is broken
+                break
+            if not line:
+                break
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                yield message
+
+    def signal_group(self, sig: signal.Signals) -> bool:
+        """Signal the whole group (worker, agent, the agent's tools)."""
+        return procs.signal_group(self.pid, sig)
+
+    async def wait_gone(self, term_after_s: float | None = None) -> int:
+        """Wait for the worker to exit, then make sure nothing of its group survives.
+
+        If ``term_after_s`` is given and the worker is still running after that many seconds,
+        the group gets SIGTERM and, two seconds later, SIGKILL. Returns the worker's exit status.
+        """
+        if term_after_s is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.proc.wait()), term_after_s)
+            except TimeoutError:
+                self.signal_group(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(asyncio.shield(self.proc.wait()), 2.0)
+                except TimeoutError:
+                    self.signal_group(signal.SIGKILL)
+        code = await self.proc.wait()
+        await asyncio.to_thread(procs.kill_recorded_group, self.pid, self.started)
+        return code
+
+
+async def spawn_worker(job: Mapping[str, Any], env: Mapping[str, str]) -> WorkerHandle:
+    """Start ``python -m baton.supervisor.worker`` in a new session and send it ``job``.
+
+    Raises
+    ------
+    OSError
+        If the interpreter cannot be started.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "baton.supervisor.worker",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=None,
+        start_new_session=True,
+        env=dict(env),
+        limit=_LINE_LIMIT,
+    )
+    started = procs.start_time(proc.pid) or 0.0
+    handle = WorkerHandle(proc=proc, pid=proc.pid, started=started)
+    await handle.send(job)
+    return handle

@@ -1,0 +1,1 @@
+"""MCP tool sets, each reproducing a published contract."""

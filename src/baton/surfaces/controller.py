@@ -1,0 +1,226 @@
+"""The controller surface: seven tools of ``shared/spec/controller-tools.md`` on the MCP SDK.
+
+A thin mapping from tool calls to :class:`~baton.engine.engine.Engine` commands. Every tool
+returns its JSON as text content and as ``structuredContent``; rejections are tool results with
+``isError: true`` and ``{"error": {code, message, retryable, ...}}``. Ranges are published in the
+input schema and enforced by the engine, so a bad value gets the contract's ``invalid_argument``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from baton import __version__
+from baton.config import Config
+from baton.engine.engine import Engine
+from baton.errors import BatonError
+
+log = logging.getLogger(__name__)
+
+RequestKey = Annotated[
+    str,
+    Field(
+        description="Idempotency key, 1-200 characters, global to this controller. An exact "
+        "retry returns the existing run; different arguments under the same key conflict.",
+        json_schema_extra={"minLength": 1, "maxLength": 200},
+    ),
+]
+Prompt = Annotated[str, Field(description="The task for Droid. Never stored; only hashed.")]
+Model = Annotated[
+    str | None,
+    Field(description="A model ID returned by droid_models; pass one explicitly every time."),
+]
+Reasoning = Annotated[
+    str | None,
+    Field(
+        description="Reasoning effort for this turn (off, none, dynamic, minimal, low, medium, "
+        "high, xhigh, max); must be supported by the model.",
+    ),
+]
+Autonomy = Annotated[
+    str | None,
+    Field(description="off (Spec mode, read-only), low, medium or high."),
+]
+PuckId = Annotated[
+    str | None,
+    Field(description="Reply-channel recipient conversation; needs the host's puck config."),
+]
+RunId = Annotated[str, Field(description="A runId returned by droid_start or droid_continue.")]
+
+_READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+
+def _ok(payload: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(payload, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+
+
+def _error(error: BatonError) -> CallToolResult:
+    payload = error.to_json()
+    text = json.dumps(payload, ensure_ascii=False)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=payload, is_error=True
+    )
+
+
+async def _call(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]) -> CallToolResult:
+    try:
+        result = action()
+        if not isinstance(result, dict):
+            result = await result
+        return _ok(result)
+    except BatonError as exc:
+        return _error(exc)
+
+
+def host_summary(config: Config) -> str:
+    """The host facts every tool description states."""
+    roots = ", ".join(config.approvedDirectories)
+    reasoning = config.reasoningEffort or "not set (Droid decides)"
+    return (
+        f"Approved workspace roots: {roots}. Default autonomy: {config.defaultAutonomy}; "
+        f"ceiling (maxAutonomy): {config.maxAutonomy}; host reasoningEffort: {reasoning}."
+    )
+
+
+def build_server(engine: Engine) -> MCPServer:
+    """An :class:`MCPServer` named ``baton`` exposing the seven controller tools."""
+    config = engine.config
+    host = host_summary(config)
+    server = MCPServer(
+        "baton",
+        version=__version__,
+        instructions="Delegate tasks to Factory Droid: droid_models, then droid_start, poll "
+        "droid_status until terminal, then droid_result; droid_continue from the newest run. "
+        + host,
+    )
+
+    @server.tool(
+        name="droid_models",
+        description="List the models of the live authenticated Droid runtime (ordered by "
+        "displayName, then id; disabled models omitted; cached for modelCacheTtlMs). Call it "
+        "before choosing a model and pass the returned id on every start and continue. " + host,
+        annotations=_READ_ONLY,
+    )
+    async def droid_models() -> CallToolResult:
+        return await _call(engine.models)
+
+    @server.tool(
+        name="droid_start",
+        description="Start a new Droid session with one task turn in an approved workspace "
+        "(an absolute directory inside an approved root). Returns the run view at once; poll "
+        "droid_status. Retrying with the same requestKey and arguments returns the same run. "
+        + host,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True
+        ),
+    )
+    async def droid_start(
+        requestKey: RequestKey,
+        workspace: Annotated[str, Field(description="Absolute path inside an approved root.")],
+        prompt: Prompt,
+        model: Model = None,
+        reasoningEffort: Reasoning = None,
+        autonomy: Autonomy = None,
+        puckConversationId: PuckId = None,
+    ) -> CallToolResult:
+        return await _call(
+            lambda: engine.start(
+                request_key=requestKey,
+                workspace=workspace,
+                prompt=prompt,
+                model=model,
+                reasoning_effort=reasoningEffort,
+                autonomy=autonomy,
+                puck_conversation_id=puckConversationId,
+            )
+        )
+
+    @server.tool(
+        name="droid_continue",
+        description="Continue a Droid session with a new turn, only from its newest run (the "
+        "head) once that run is terminal. Returns the NEW run's view (new runId, same Droid "
+        "sessionId). Every turn uses the host's default autonomy unless one is given. " + host,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True
+        ),
+    )
+    async def droid_continue(
+        runId: RunId,
+        requestKey: RequestKey,
+        prompt: Prompt,
+        model: Model = None,
+        reasoningEffort: Reasoning = None,
+        autonomy: Autonomy = None,
+        puckConversationId: PuckId = None,
+    ) -> CallToolResult:
+        return await _call(
+            lambda: engine.continue_(
+                run_id=runId,
+                request_key=requestKey,
+                prompt=prompt,
+                model=model,
+                reasoning_effort=reasoningEffort,
+                autonomy=autonomy,
+                puck_conversation_id=puckConversationId,
+            )
+        )
+
+    @server.tool(
+        name="droid_status",
+        description="The run view: state, terminal, outcome, settings, the last 20 events, text "
+        "and stderr tails, declined questions and permissions. Poll every 2-5 s; a quiet run "
+        "is not a finished run. " + host,
+        annotations=_READ_ONLY,
+    )
+    async def droid_status(runId: RunId) -> CallToolResult:
+        return await _call(lambda: engine.status(runId))
+
+    @server.tool(
+        name="droid_result",
+        description="Page the run's final answer. offset and limit count UTF-16 code units "
+        "(limit default 12000, max 16000); follow nextOffset until null. resultAvailable is not "
+        "a success flag: check state and outcome. " + host,
+        annotations=_READ_ONLY,
+    )
+    async def droid_result(
+        runId: RunId,
+        offset: Annotated[int, Field(json_schema_extra={"minimum": 0})] = 0,
+        limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 16000})] = 12000,
+    ) -> CallToolResult:
+        return await _call(lambda: engine.result(runId, offset, limit))
+
+    @server.tool(
+        name="droid_list",
+        description="List runs newest first (limit default 25, max 100; follow nextOffset). "
+        + host,
+        annotations=_READ_ONLY,
+    )
+    async def droid_list(
+        offset: Annotated[int, Field(json_schema_extra={"minimum": 0})] = 0,
+        limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 100})] = 25,
+    ) -> CallToolResult:
+        return await _call(lambda: engine.list_runs(offset, limit))
+
+    @server.tool(
+        name="droid_cancel",
+        description="Cancel a live run: protocol interrupt, then after cancelGraceMs the "
+        "process group is killed. Cancelling a terminal run changes nothing and says so; "
+        "repeating a cancel is safe. Poll droid_status until terminal. " + host,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    async def droid_cancel(runId: RunId) -> CallToolResult:
+        return await _call(lambda: engine.cancel(runId))
+
+    return server

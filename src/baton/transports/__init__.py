@@ -1,0 +1,1 @@
+"""How callers reach Baton: stdio (the SDK's) and Streamable HTTP with bearer auth."""
