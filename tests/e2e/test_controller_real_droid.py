@@ -62,6 +62,9 @@ class Setup:
         self.env = server_env(self.home)
 
 
+QUESTIONNAIRE = "1. [question] Which color?\n[topic] Color\n[option] Red\n[option] Blue"
+
+
 def script(marker: str, *steps: dict[str, Any]) -> str:
     return f"[{marker}] FAKE-SCRIPT: {json.dumps({'steps': list(steps)})}"
 
@@ -208,9 +211,7 @@ async def test_ask_user_is_declined_and_recorded(
         "ask-user",
         {
             "tool": "AskUser",
-            "args": {
-                "questionnaire": "1. [question] Which color?\n[topic] Color\n[option] Red\n[option] Blue"
-            },
+            "args": {"questionnaire": QUESTIONNAIRE},
         },
         {"text": "No answer, so I stopped."},
     )
