@@ -22,7 +22,7 @@ Json = dict[str, Any]
 def write_config(root: Path, droid: str, **overrides: Any) -> Path:
     """A config in ``root`` with a private state dir and one approved workspace root."""
     state = root / "state"
-    state.mkdir(mode=0o700, exist_ok=True)
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
     approved = root / "approved"
     approved.mkdir(exist_ok=True)
     config: Json = {
