@@ -6,6 +6,7 @@ own pid and a client that shrugs when the server vanishes mid-call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -104,10 +105,8 @@ class RawServer:
     def _close_pipes(self) -> None:
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None and not pipe.closed:
-                try:
+                with contextlib.suppress(OSError):
                     pipe.close()
-                except OSError:
-                    pass
 
     def _send(self, message: Json) -> bool:
         assert self.proc.stdin is not None
