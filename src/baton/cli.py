@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> None:
         config = load_config(args.config)
         if args.http:
             config = _with_http(config, args.http)
+        if config.transport == "http":
+            from baton.transports.http import load_token
+
+            assert config.tokenFile is not None  # Config requires it for http
+            load_token(config.tokenFile)  # refuse a short or public token before owning state
     except ConfigError as exc:
         print(f"baton: {exc}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)

@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ class RawServer:
     """One server process on stdio. Use :meth:`close` (or :meth:`kill9`) to stop it by pid."""
 
     def __init__(self, config: Path, env: dict[str, str]) -> None:
+        # stderr goes to a file: an unread pipe would fill up and block the server.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _close_pipes
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -37,7 +40,7 @@ class RawServer:
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._stderr,
             env=env,
             cwd=str(REPO),
         )
@@ -99,11 +102,11 @@ class RawServer:
         return code
 
     def stderr_text(self) -> str:
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read().decode(errors="replace")
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def _close_pipes(self) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.proc.stdin, self.proc.stdout, self._stderr):
             if pipe is not None and not pipe.closed:
                 with contextlib.suppress(OSError):
                     pipe.close()
@@ -137,5 +140,7 @@ class RawServer:
 def run_server(config: Path, env: dict[str, str]) -> RawServer:
     server = RawServer(config, env)
     if server.initialize() is None:
-        raise RuntimeError(f"server did not start: {server.stderr_text()}")
+        text = server.stderr_text()
+        server.close()
+        raise RuntimeError(f"server did not start: {text}")
     return server

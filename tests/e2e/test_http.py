@@ -548,15 +548,17 @@ def _serve_once(root: Path, token: str, mode: int) -> subprocess.CompletedProces
 
 def test_token_file_readable_by_others_refuses_to_start(tmp_path: Path) -> None:
     done = _serve_once(tmp_path, secrets.token_urlsafe(32), 0o644)
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert "chmod 600" in done.stderr
     assert "serving MCP" not in done.stderr
 
 
 def test_short_token_refuses_to_start(tmp_path: Path) -> None:
     done = _serve_once(tmp_path, "a" * 31, 0o600)
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert "at least 32" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "state" / "state.db").exists()  # refused before owning state
     assert "serving MCP" not in done.stderr
 
 

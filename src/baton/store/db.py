@@ -60,11 +60,12 @@ class Store:
                     f"{self.path} has schema version {version}, newer than this Baton "
                     f"({SCHEMA_VERSION}); run the newer Baton or restore a matching backup"
                 )
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA foreign_keys=ON")
             for step in range(version, SCHEMA_VERSION):
-                self._migrate(db, step, backup=not fresh)
+                if not fresh:
+                    self._backup(db, step)
+                self._migrate(db, step)
+            db.execute("PRAGMA journal_mode=WAL").fetchall()
+            db.execute("PRAGMA synchronous=FULL")
         except BaseException:
             db.close()
             raise
@@ -79,8 +80,8 @@ class Store:
 
     def _verify(self, db: sqlite3.Connection) -> int:
         try:
-            (version,) = db.execute("PRAGMA user_version").fetchone()
-            (check,) = db.execute("PRAGMA quick_check").fetchone()
+            ((version,),) = db.execute("PRAGMA user_version").fetchall()
+            check = db.execute("PRAGMA quick_check").fetchall()[0][0]
         except sqlite3.DatabaseError as exc:
             raise StateError(
                 f"{self.path} is not a usable SQLite database ({exc}); it was left untouched. "
@@ -90,15 +91,22 @@ class Store:
             raise StateError(f"{self.path} failed its integrity check ({check}); left untouched")
         return int(version)
 
-    def _migrate(self, db: sqlite3.Connection, step: int, *, backup: bool) -> None:
-        if backup:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            target = self.directory / f"{DB_NAME}.v{step}.bak"
-            shutil.copyfile(self.path, target)
-            os.chmod(target, 0o600)
-            with open(target, "rb") as handle:
-                os.fsync(handle.fileno())
-            fsync_directory(self.directory)
+    def _backup(self, db: sqlite3.Connection, step: int) -> None:
+        """Copy the database file, byte for byte, before migrating from version ``step``.
+
+        A WAL left by a previous owner is checkpointed into the file first (a logical no-op), so
+        the copy holds everything; a database in rollback mode is copied untouched.
+        """
+        if Path(f"{self.path}-wal").exists():
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        target = self.directory / f"{DB_NAME}.v{step}.bak"
+        shutil.copyfile(self.path, target)
+        os.chmod(target, 0o600)
+        with open(target, "rb") as handle:
+            os.fsync(handle.fileno())
+        fsync_directory(self.directory)
+
+    def _migrate(self, db: sqlite3.Connection, step: int) -> None:
         db.execute("BEGIN IMMEDIATE")
         try:
             for statement in _statements(MIGRATIONS[step]):
