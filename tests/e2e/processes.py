@@ -33,7 +33,7 @@ def wait_until_gone(tag: str, timeout_s: float) -> list[psutil.Process]:
 
 def pid_alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 
