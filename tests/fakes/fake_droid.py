@@ -48,9 +48,19 @@ Environment::
 
     FAKE_DROID_MODE           comma list: coerce-model, coerce-autonomy, crash-on-initialize
                               (exit 4), hang-on-initialize, models-fail, slow-exit (6 s delay
-                              before exiting on stdin EOF / SIGTERM, like the real CLI offline)
+                              before exiting on stdin EOF / SIGTERM, like the real CLI offline),
+                              reject-disabled-tools (update_session_settings with
+                              disabledToolIds answers -32602), ignore-disabled-tools (session MCP
+                              tools stay currentlyAllowed whatever disabledToolIds says),
+                              hang-list-tools (droid.list_tools is never answered)
+    FAKE_DROID_MCP_TOOLS      comma list of tool names (or ``@FILE``: the list is read from FILE
+                              on every droid.list_tools) that a session MCP server named
+                              ``amp-puck`` (from initialize/load ``mcpServers``) offers; they are
+                              listed as id ``mcp_amp-puck_<t>``, llmId ``amp-puck___<t>``, like
+                              CLI 0.225.2 (protocol section 14), honouring disabledToolIds
     FAKE_DROID_MODELS         JSON list replacing the model catalogue (used verbatim)
-    FAKE_DROID_LOG            file; one JSON line appended per received request
+    FAKE_DROID_LOG            file; one JSON line appended per received request (with
+                              ``mcpServers`` / ``disabledToolIds`` copied when the params have them)
     FAKE_DROID_CHILD_PIDFILE  where FAKE:spawn-sleep writes the child's pid
     FAKE_DROID_MAX_LIFETIME   seconds before a stuck fake exits by itself (default 900, 0 = never)
     FAKE_DROID_VERSION        what ``--version`` prints (default 0.225.2)
@@ -261,6 +271,10 @@ def log_request(method: str, params: Any) -> None:
         text = params.get("text")
         if isinstance(text, str):
             record["text"] = text
+    if isinstance(params, dict):
+        for key in ("mcpServers", "disabledToolIds"):
+            if key in params:
+                record[key] = params[key]
     line = json.dumps(record, ensure_ascii=True) + "\n"
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -487,6 +501,7 @@ class FakeDroid:
         self.worker: threading.Thread | None = None
         self.server_requests: dict[str, PendingServerRequest] = {}
         self.children: list[subprocess.Popen[bytes]] = []
+        self.mcp_servers: list[JsonObj] = []
         self.handlers = {
             "droid.list_models": self.list_models,
             "droid.list_tools": self.list_tools,
@@ -765,6 +780,8 @@ class FakeDroid:
         self.respond(request_id, {"models": models})
 
     def list_tools(self, request_id: str, params: JsonObj) -> None:
+        if "hang-list-tools" in self.modes:
+            return
         settings = self.session.settings if self.session is not None else {}
 
         def id_list(key: str) -> list[str]:
@@ -775,11 +792,18 @@ class FakeDroid:
         restrict = set(id_list("restrictToolIds"))
         wanted = params.get("toolIds")
         tools = []
-        for tool in TOOLS:
+        mcp_ids = set()
+        catalogue = list(TOOLS)
+        for tool in self.session_mcp_tools():
+            mcp_ids.add(tool["id"])
+            catalogue.append(tool)
+        for tool in catalogue:
             names = {tool["id"], tool["llmId"]}
             if isinstance(wanted, list) and not names & set(wanted):
                 continue
             allowed = not (names & disabled) and (not restrict or bool(names & restrict))
+            if tool["id"] in mcp_ids and "ignore-disabled-tools" in self.modes:
+                allowed = True
             entry = dict(tool)
             entry["description"] = f"Fake {tool['displayName']} tool"
             entry["defaultAllowed"] = True
@@ -788,6 +812,29 @@ class FakeDroid:
                 entry["schemas"] = {"input": {"type": "object", "properties": {}}}
             tools.append(entry)
         self.respond(request_id, {"tools": tools})
+
+    def session_mcp_tools(self) -> list[JsonObj]:
+        """Tools of a session MCP server named ``amp-puck`` (see FAKE_DROID_MCP_TOOLS)."""
+        if self.session is None or not any(
+            isinstance(s, dict) and s.get("name") == "amp-puck" for s in self.mcp_servers
+        ):
+            return []
+        raw = os.environ.get("FAKE_DROID_MCP_TOOLS", "")
+        if raw.startswith("@"):
+            try:
+                raw = Path(raw[1:]).read_text(encoding="utf-8")
+            except OSError:
+                raw = ""
+        names = [n.strip() for n in raw.replace("\n", ",").split(",") if n.strip()]
+        return [
+            {
+                "id": f"mcp_amp-puck_{name}",
+                "llmId": f"amp-puck___{name}",
+                "displayName": f"[MCP] amp-puck:{name}",
+                "category": "read",
+            }
+            for name in names
+        ]
 
     # ---------------------------------------------------------------- session lifecycle
 
@@ -812,6 +859,7 @@ class FakeDroid:
         session.auto_reject = params.get("autoRejectPermissionRequests") is True
         session.save()
         self.session = session
+        self.mcp_servers = [s for s in params.get("mcpServers") or [] if isinstance(s, dict)]
         self.notify({"type": "settings_updated", "settings": settings})
         result: JsonObj = {
             "sessionId": session.id,
@@ -837,6 +885,7 @@ class FakeDroid:
         session.auto_reject = params.get("autoRejectPermissionRequests") is True
         session.save()
         self.session = session
+        self.mcp_servers = [s for s in params.get("mcpServers") or [] if isinstance(s, dict)]
         self.notify({"type": "settings_updated", "settings": session.settings})
         result: JsonObj = {
             "session": {"messages": session.messages, "title": session.title},
@@ -858,6 +907,12 @@ class FakeDroid:
 
     def update_session_settings(self, request_id: str, params: JsonObj) -> None:
         session = self.require_session()
+        if "reject-disabled-tools" in self.modes and "disabledToolIds" in params:
+            raise invalid_params(
+                "droid.update_session_settings",
+                "disabledToolIds",
+                "Rejected by the fake (FAKE_DROID_MODE=reject-disabled-tools)",
+            )
         with session.lock:
             session.settings = self.apply_settings(
                 "droid.update_session_settings", session.settings, params, initial=False

@@ -197,7 +197,10 @@ class Engine:
         workspace = self._recorded_workspace(session["workspace"])
         effective_autonomy = self._autonomy(autonomy)
         effort = reasoning_effort or self.config.reasoningEffort
-        routing = puck_conversation_id or session["puck_conversation_id"]
+        # Without host puck config there is no channel, so a retained recipient lapses.
+        routing = puck_conversation_id or (
+            session["puck_conversation_id"] if self.config.puck else None
+        )
         if model is not None:
             await self.catalogue.check(model, effort)
         replay = self._replay(
@@ -529,7 +532,12 @@ class Engine:
             "reasoningEffort": intent.reasoning_effort,
             "sessionId": droid_session_id,
             "cancelGraceMs": self.config.cancelGraceMs,
+            "runId": run_id,
         }
+        if intent.puck_conversation_id and self.config.puck is not None:
+            # The reply channel (controller.md): the recipient and the host's Amp MCP endpoint.
+            job["puckConversationId"] = intent.puck_conversation_id
+            job["puckUrl"] = self.config.puck.url
         task = asyncio.ensure_future(execution.run(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -111,6 +111,9 @@ class Execution:
             raise
         except Exception:
             log.exception("supervising run %s failed", self.run_id)
+            if self.handle is not None:  # never leave an agent running unsupervised
+                self.handle.signal_group(signal.SIGKILL)
+                await self.handle.wait_gone()
             if not self.terminal:
                 self._settle("unknown", "unknown", "controller_error", "internal supervision error")
         finally:

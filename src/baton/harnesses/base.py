@@ -16,11 +16,25 @@ OutcomeKind = Literal["success", "interrupted", "failure", "unknown"]
 
 
 @dataclass(frozen=True)
+class ReplyChannel:
+    """Where the agent may report and ask (``controller.md``, "Droid reports and questions").
+
+    ``recipient`` is the caller's Amp conversation ID (``T-...``); ``url`` the host's Amp MCP
+    endpoint (config ``puck.url``), attached to the session as the MCP server ``amp-puck``.
+    """
+
+    recipient: str
+    url: str
+
+
+@dataclass(frozen=True)
 class TurnSpec:
     """One turn to run.
 
     ``session_id`` None creates a session; otherwise that Droid session is resumed. ``autonomy``
     is ``off|low|medium|high``; ``model`` and ``reasoning_effort`` None leave Droid's choice.
+    ``run_id`` is the controller's run ID. ``reply_channel`` None runs without one (no MCP server
+    attached, no tool discovery, prompt unchanged).
     """
 
     workspace: str
@@ -30,6 +44,8 @@ class TurnSpec:
     reasoning_effort: str | None = None
     session_id: str | None = None
     cancel_grace_ms: int = 5000
+    run_id: str = ""
+    reply_channel: ReplyChannel | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ Protocol facts used here (``shared/reference/droid-protocol.md``):
   (§8); idle, silence, text, exit or another turnId never end it;
 - permission requests are answered from the offered options only (§6); ``ask_user`` is declined
   with ``{"cancelled": true, "answers": []}`` (§6);
-- interrupt first, then the caller kills the process group (§3, §11e).
+- interrupt first, then the caller kills the process group (§3, §11e);
+- with a reply channel, the Amp endpoint is attached through ``mcpServers`` on create and resume,
+  and the registered tool catalogue is isolated and re-checked before the prompt (§5, §14;
+  ``controller.md``, "Droid reports and questions use the actual Amp MCP"; see
+  :mod:`baton.harnesses.puck`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from droid_sdk.errors import DroidError
 from droid_sdk.schemas.enums import AutonomyLevel, DroidInteractionMode, ReasoningEffort
 from droid_sdk.transport import ProcessTransport
 
+from baton.harnesses import puck
 from baton.harnesses.base import Declined, TurnOutcome, TurnSink, TurnSpec
 from baton.harnesses.bounded import bounded
 
@@ -39,6 +44,8 @@ _INTERRUPTED_REASONS = frozenset({"cancelled", "permission_rejected"})
 
 #: How long a request in setup (initialize, load, settings) may take before the run fails.
 _SETUP_TIMEOUT_S = 90.0
+#: How long one tool listing or the tool-settings update may take before the run fails closed.
+_DISCOVERY_TIMEOUT_S = 30.0
 #: Longest wait between SIGTERM and SIGKILL when closing Droid after its turn.
 _CLOSE_GRACE_S = 2.0
 
@@ -179,13 +186,39 @@ class DroidHarness:
             return _failed(
                 "settings_mismatch", f"Droid replaced the requested settings: {mismatch}"
             )
+        prompt = spec.prompt
+        if spec.reply_channel is not None:
+            isolate = asyncio.ensure_future(self._isolate(client, turn, settings, sink))
+            outcome = await _race(isolate, turn.failure, cancel)
+            if outcome != "task":
+                isolate.cancel()
+                with contextlib.suppress(BaseException):
+                    await isolate
+            if outcome == "cancel":
+                return TurnOutcome(
+                    "cancelled",
+                    "interrupted",
+                    "cancelled",
+                    "cancelled while the reply channel was being checked; no prompt was submitted",
+                )
+            if outcome == "failure":
+                return _failed("process_exit", turn.failure.result())
+            try:
+                settings = isolate.result()
+            except puck.ReplyChannelError as exc:
+                return _failed(exc.reason, exc.message)
+            mismatch = settings_mismatch(spec, settings)
+            if mismatch:
+                return _failed(
+                    "settings_mismatch", f"Droid replaced the requested settings: {mismatch}"
+                )
+            channel = spec.reply_channel
+            prompt = puck.with_coordination(prompt, channel.recipient, spec.run_id, session_id)
 
         message_id = str(uuid.uuid4())
         turn.message_id = message_id
         sink.submitting()
-        submit = asyncio.ensure_future(
-            client.add_user_message(text=spec.prompt, message_id=message_id)
-        )
+        submit = asyncio.ensure_future(client.add_user_message(text=prompt, message_id=message_id))
         outcome = await _race(submit, turn.failure, cancel)
         if outcome == "task":
             try:
@@ -205,6 +238,11 @@ class DroidHarness:
     ) -> tuple[str, dict[str, Any]]:
         mode, level = protocol_settings(spec.autonomy)
         effort = ReasoningEffort(spec.reasoning_effort) if spec.reasoning_effort else None
+        servers = (
+            [puck.mcp_server_entry(spec.reply_channel.url)]
+            if spec.reply_channel is not None
+            else None
+        )
         if spec.session_id is None:
             created = await asyncio.wait_for(
                 client.initialize_session(
@@ -214,12 +252,14 @@ class DroidHarness:
                     reasoning_effort=effort,
                     interaction_mode=mode,
                     autonomy_level=level,
+                    mcp_servers=servers,
                 ),
                 _SETUP_TIMEOUT_S,
             )
             return created.session_id, created.settings.model_dump(by_alias=True, mode="json")
         loaded = await asyncio.wait_for(
-            client.load_session(session_id=spec.session_id), _SETUP_TIMEOUT_S
+            client.load_session(session_id=spec.session_id, mcp_servers=servers),
+            _SETUP_TIMEOUT_S,
         )
         turn.settings = loaded.settings.model_dump(by_alias=True, mode="json")
         await asyncio.wait_for(
@@ -233,6 +273,52 @@ class DroidHarness:
         )
         # settings_updated precedes the update's response on the wire, so it is already folded in.
         return spec.session_id, dict(turn.settings or {})
+
+    async def _isolate(
+        self, client: DroidClient, turn: _Turn, settings: Mapping[str, Any], sink: TurnSink
+    ) -> dict[str, Any]:
+        """List, disable every Amp tool but the puck, apply, read back, list again.
+
+        Returns Droid's read-back settings. Raises :class:`puck.ReplyChannelError` for a
+        discovery or settings error, a missing or denied puck, or another Amp tool still allowed.
+        """
+        tools = await self._list_tools(client)
+        puck.check_puck_registered(tools)
+        current = settings.get("disabledToolIds")
+        existing = [i for i in current if isinstance(i, str)] if isinstance(current, list) else []
+        wanted = puck.disabled_tool_ids(tools, existing)
+        try:
+            await asyncio.wait_for(
+                client.update_session_settings(disabled_tool_ids=wanted), _DISCOVERY_TIMEOUT_S
+            )
+        except (DroidError, TimeoutError, ValueError) as exc:
+            raise puck.ReplyChannelError(
+                puck.NOT_ISOLATED,
+                f"Droid did not apply disabledToolIds {wanted}: {_describe(exc)}; "
+                "no prompt was submitted",
+            ) from exc
+        # settings_updated precedes the update's response on the wire, so it is already folded in.
+        read_back = dict(turn.settings or {})
+        puck.check_settings_hold(wanted, read_back)
+        puck.check_isolated(await self._list_tools(client))
+        sink.event(
+            {
+                "type": "reply_channel_ready",
+                "allowed": puck.PUCK_TOOL,
+                "disabledToolIds": wanted,
+            }
+        )
+        return read_back
+
+    async def _list_tools(self, client: DroidClient) -> list[dict[str, Any]]:
+        try:
+            listed = await asyncio.wait_for(client.list_tools(), _DISCOVERY_TIMEOUT_S)
+        except (DroidError, TimeoutError, ValueError) as exc:
+            raise puck.ReplyChannelError(
+                puck.UNAVAILABLE,
+                f"Droid tool discovery failed: {_describe(exc)}; no prompt was submitted",
+            ) from exc
+        return [t.model_dump(by_alias=True, mode="json") for t in listed.tools]
 
     async def _interrupt(self, client: DroidClient, turn: _Turn, spec: TurnSpec) -> TurnOutcome:
         assert turn.done is not None
@@ -388,6 +474,12 @@ def _failed(
 ) -> TurnOutcome:
     text = _text(turn) if turn is not None else ""
     return TurnOutcome("failed", "failure", reason, message, text, submitted)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {_DISCOVERY_TIMEOUT_S:.0f} s"
+    return str(exc) or type(exc).__name__
 
 
 def _transport_pid(client: DroidClient) -> int | None:

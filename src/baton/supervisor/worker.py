@@ -22,7 +22,7 @@ import sys
 import time
 from typing import IO, Any
 
-from baton.harnesses.base import Declined, TurnOutcome, TurnSpec
+from baton.harnesses.base import Declined, ReplyChannel, TurnOutcome, TurnSpec
 from baton.harnesses.droid import DroidHarness
 from baton.paging import tail
 
@@ -108,6 +108,18 @@ async def _watch_stdin(
                 cancel.set()
 
 
+def reply_channel(job: dict[str, Any]) -> ReplyChannel | None:
+    """The job's reply channel: ``puckConversationId`` plus ``puckUrl``, else None.
+
+    The engine sets both only when the run has a recipient and the host has ``puck`` configured
+    (``controller.md``, "Droid reports and questions use the actual Amp MCP").
+    """
+    recipient, url = job.get("puckConversationId"), job.get("puckUrl")
+    if isinstance(recipient, str) and recipient and isinstance(url, str) and url:
+        return ReplyChannel(recipient=recipient, url=url)
+    return None
+
+
 def _kill_own_group() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
@@ -141,6 +153,8 @@ async def _run(ipc: IO[str]) -> None:
         reasoning_effort=job.get("reasoningEffort"),
         session_id=job.get("sessionId"),
         cancel_grace_ms=int(job.get("cancelGraceMs", 5000)),
+        run_id=str(job.get("runId") or ""),
+        reply_channel=reply_channel(job),
     )
     run = asyncio.ensure_future(harness.run_turn(spec, sink, cancel))
     await asyncio.wait({run, watcher}, return_when=asyncio.FIRST_COMPLETED)
