@@ -58,6 +58,9 @@ Environment::
                               ``amp-puck`` (from initialize/load ``mcpServers``) offers; they are
                               listed as id ``mcp_amp-puck_<t>``, llmId ``amp-puck___<t>``, like
                               CLI 0.225.2 (protocol section 14), honouring disabledToolIds
+    FAKE_DROID_MCP_SERVERS    JSON list of ``{name, status, source}`` answered by
+                              droid.list_mcp_servers (settings-file servers; the real CLI never
+                              lists session-injected ones); default none
     FAKE_DROID_MODELS         JSON list replacing the model catalogue (used verbatim)
     FAKE_DROID_LOG            file; one JSON line appended per received request (with
                               ``mcpServers`` / ``disabledToolIds`` copied when the params have them)
@@ -985,7 +988,25 @@ class FakeDroid:
     def list_mcp_servers(self, request_id: str, params: JsonObj) -> None:
         self.require_session()
         summary = {"total": 0, "connected": 0, "connecting": 0, "failed": 0, "disabled": 0}
-        self.respond(request_id, {"servers": [], "summary": summary})
+        servers: list[JsonObj] = []
+        with contextlib.suppress(ValueError):
+            configured = json.loads(os.environ.get("FAKE_DROID_MCP_SERVERS") or "[]")
+            for entry in configured if isinstance(configured, list) else []:
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    status = str(entry.get("status", "connected"))
+                    servers.append(
+                        {
+                            "name": entry["name"],
+                            "status": status,
+                            "source": str(entry.get("source", "project")),
+                            "isManaged": False,
+                            "serverType": "http",
+                        }
+                    )
+                    summary["total"] += 1
+                    if status in summary:
+                        summary[status] += 1
+        self.respond(request_id, {"servers": servers, "summary": summary})
 
     def list_mcp_tools(self, request_id: str, params: JsonObj) -> None:
         self.require_session()

@@ -280,8 +280,17 @@ class DroidHarness:
         """List, disable every Amp tool but the puck, apply, read back, list again.
 
         Returns Droid's read-back settings. Raises :class:`puck.ReplyChannelError` for a
-        discovery or settings error, a missing or denied puck, or another Amp tool still allowed.
+        discovery or settings error, a settings-file ``amp-puck`` that replaces ours, a missing
+        or denied puck, or another Amp tool still allowed.
         """
+        try:
+            servers = await asyncio.wait_for(client.list_mcp_servers(), _DISCOVERY_TIMEOUT_S)
+        except (DroidError, TimeoutError, ValueError) as exc:
+            raise puck.ReplyChannelError(
+                puck.UNAVAILABLE,
+                f"Droid MCP server listing failed: {_describe(exc)}; no prompt was submitted",
+            ) from exc
+        puck.check_not_shadowed([s.model_dump(by_alias=True, mode="json") for s in servers.servers])
         tools = await self._list_tools(client)
         puck.check_puck_registered(tools)
         current = settings.get("disabledToolIds")
