@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.e2e.baton_client import (
@@ -104,6 +105,24 @@ async def test_hang_times_out(tmp_path: Path) -> None:
     view, _ = await run_to_end(Env(tmp_path, runTimeoutMs=1500), "hang", "FAKE:hang")
     assert view["state"] == "timed_out"
     assert "runTimeoutMs" in view["outcome"]["message"]
+
+
+async def test_agent_stderr_reaches_the_run_view_not_stdout(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    async with baton(env.config, env.env) as client:
+        started = await call(
+            client, "droid_start", env.start_args("err", "FAKE:stderr=warning%3A%20disk%20low")
+        )
+        await wait_terminal(client, started["runId"])
+        with anyio.fail_after(10):  # stderr is published once the agent has exited
+            while (
+                "warning: disk low"
+                not in (view := await call(client, "droid_status", {"runId": started["runId"]}))[
+                    "stderrTail"
+                ]
+            ):
+                await anyio.sleep(0.05)
+    assert view["state"] == "succeeded"
 
 
 async def test_agent_error_reason_is_kept(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ Prompt directives (tokens in the prompt text; several may be combined)::
     FAKE:slow=<n>            n text deltas 100 ms apart
     FAKE:events=<n>,<rate>   n "." deltas at <rate>/s (0 = unthrottled); final text ``events:<n>``
     FAKE:reason=<reason>     error notification, then agent_turn_completed{reason:<reason>}
+    FAKE:stderr=<quoted>     writes the unquoted text (plus a newline) to stderr
 
 Environment::
 
@@ -1227,6 +1228,10 @@ class FakeDroid:
             self.working_state(turn, "idle")
             turn.sleep(UNRELATED_TURN_DELAY)
             self.working_state(turn, "streaming_assistant_message")
+
+        if "stderr" in d:
+            sys.stderr.write(urllib.parse.unquote(d["stderr"] or "") + "\n")
+            sys.stderr.flush()
 
         if "hang" in d or "ignore-interrupt" in d or "spawn-sleep" in d:
             turn.wait_forever()

@@ -184,6 +184,11 @@ class Execution:
             )
         elif kind == "terminal":
             self._on_terminal(message)
+        elif kind == "stderr":
+            # Arrives after the agent exited, possibly after the terminal state: progress only.
+            self.store.update_run(
+                self.run_id, {"stderr_tail": tail(str(message.get("text", "")), TAIL_LIMIT)}
+            )
 
     def _on_session(self, message: dict[str, Any]) -> None:
         session_id = str(message.get("sessionId") or "")

@@ -22,7 +22,6 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from droid_sdk.client import DroidClient
@@ -33,14 +32,17 @@ from droid_sdk.transport import ProcessTransport
 from baton.harnesses import puck
 from baton.harnesses.base import Declined, TurnOutcome, TurnSink, TurnSpec
 from baton.harnesses.bounded import bounded
+from baton.harnesses.droid_turn import (
+    TurnState,
+    failed_outcome,
+    fold_notification,
+    terminal_outcome,
+    turn_text,
+)
 
 log = logging.getLogger(__name__)
 
 EXEC_ARGS = ["exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"]
-
-#: Droid's terminal reasons that the SDK maps to success / interruption (protocol §8).
-_SUCCESS_REASONS = frozenset({"completed", "spec_handoff"})
-_INTERRUPTED_REASONS = frozenset({"cancelled", "permission_rejected"})
 
 #: How long a request in setup (initialize, load, settings) may take before the run fails.
 _SETUP_TIMEOUT_S = 90.0
@@ -80,20 +82,6 @@ def settings_mismatch(spec: TurnSpec, settings: Mapping[str, Any]) -> str | None
         if value is not None and settings.get(key) != value
     ]
     return "; ".join(problems) or None
-
-
-@dataclass
-class _Turn:
-    """What the notification listener collects for the one turn of this process."""
-
-    message_id: str | None = None
-    done: asyncio.Future[str] | None = None
-    failure: asyncio.Future[str] | None = None
-    error_message: str | None = None
-    last_assistant_text: str | None = None
-    deltas: list[str] = field(default_factory=list)
-    settings: dict[str, Any] | None = None
-    tool_calls_seen: set[str] = field(default_factory=set)
 
 
 class DroidHarness:
@@ -138,8 +126,9 @@ class DroidHarness:
         ``spec.cancel_grace_ms`` for Droid's own ``cancelled`` completion.
         """
         loop = asyncio.get_running_loop()
-        turn = _Turn(done=loop.create_future(), failure=loop.create_future())
-        client = DroidClient(transport=self._transport(spec.workspace, spec.cancel_grace_ms))
+        turn = TurnState(done=loop.create_future(), failure=loop.create_future())
+        transport = self._transport(spec.workspace, spec.cancel_grace_ms)
+        client = DroidClient(transport=transport)
         self._wire(client, turn, spec, sink)
         try:
             outcome = await self._drive(client, turn, spec, sink, cancel)
@@ -148,11 +137,16 @@ class DroidHarness:
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), spec.cancel_grace_ms / 1000 + 3)
+            # The SDK drains Droid's stderr and keeps its first 16 KiB, with secrets redacted;
+            # it publishes the capture only once the stream has ended, i.e. after close.
+            captured = getattr(transport, "_stderr_capture", "")
+            if isinstance(captured, str) and captured:
+                sink.stderr(captured)
 
     async def _drive(
         self,
         client: DroidClient,
-        turn: _Turn,
+        turn: TurnState,
         spec: TurnSpec,
         sink: TurnSink,
         cancel: asyncio.Event,
@@ -161,7 +155,7 @@ class DroidHarness:
         try:
             await client.connect()
         except (OSError, DroidError) as exc:
-            return _failed("spawn_failed", f"could not start droid: {exc}")
+            return failed_outcome("spawn_failed", f"could not start droid: {exc}")
         pid = _transport_pid(client)
         if pid is not None:
             sink.spawned(pid)
@@ -175,15 +169,15 @@ class DroidHarness:
             return TurnOutcome("cancelled", "interrupted", "cancelled", "cancelled during setup")
         if outcome == "failure":
             setup.cancel()
-            return _failed("process_exit", turn.failure.result())
+            return failed_outcome("process_exit", turn.failure.result())
         try:
             session_id, settings = setup.result()
         except (DroidError, TimeoutError, ValueError) as exc:
-            return _failed("setup_failed", f"droid session setup failed: {exc}")
+            return failed_outcome("setup_failed", f"droid session setup failed: {exc}")
         sink.session(session_id, settings)
         mismatch = settings_mismatch(spec, settings)
         if mismatch:
-            return _failed(
+            return failed_outcome(
                 "settings_mismatch", f"Droid replaced the requested settings: {mismatch}"
             )
         prompt = spec.prompt
@@ -202,14 +196,14 @@ class DroidHarness:
                     "cancelled while the reply channel was being checked; no prompt was submitted",
                 )
             if outcome == "failure":
-                return _failed("process_exit", turn.failure.result())
+                return failed_outcome("process_exit", turn.failure.result())
             try:
                 settings = isolate.result()
             except puck.ReplyChannelError as exc:
-                return _failed(exc.reason, exc.message)
+                return failed_outcome(exc.reason, exc.message)
             mismatch = settings_mismatch(spec, settings)
             if mismatch:
-                return _failed(
+                return failed_outcome(
                     "settings_mismatch", f"Droid replaced the requested settings: {mismatch}"
                 )
             channel = spec.reply_channel
@@ -224,17 +218,19 @@ class DroidHarness:
             try:
                 submit.result()
             except DroidError as exc:
-                return _failed("submit_failed", f"prompt was not accepted: {exc}", submitted=True)
+                return failed_outcome(
+                    "submit_failed", f"prompt was not accepted: {exc}", submitted=True
+                )
             sink.submitted()
             outcome = await _race(turn.done, turn.failure, cancel)
         if outcome == "cancel":
             return await self._interrupt(client, turn, spec)
         if outcome == "failure":
-            return _failed("process_exit", turn.failure.result(), submitted=True, turn=turn)
-        return _terminal(turn.done.result(), turn)
+            return failed_outcome("process_exit", turn.failure.result(), submitted=True, turn=turn)
+        return terminal_outcome(turn.done.result(), turn)
 
     async def _open(
-        self, client: DroidClient, turn: _Turn, spec: TurnSpec
+        self, client: DroidClient, turn: TurnState, spec: TurnSpec
     ) -> tuple[str, dict[str, Any]]:
         mode, level = protocol_settings(spec.autonomy)
         effort = ReasoningEffort(spec.reasoning_effort) if spec.reasoning_effort else None
@@ -275,7 +271,7 @@ class DroidHarness:
         return spec.session_id, dict(turn.settings or {})
 
     async def _isolate(
-        self, client: DroidClient, turn: _Turn, settings: Mapping[str, Any], sink: TurnSink
+        self, client: DroidClient, turn: TurnState, settings: Mapping[str, Any], sink: TurnSink
     ) -> dict[str, Any]:
         """List, disable every Amp tool but the puck, apply, read back, list again.
 
@@ -329,7 +325,7 @@ class DroidHarness:
             ) from exc
         return [t.model_dump(by_alias=True, mode="json") for t in listed.tools]
 
-    async def _interrupt(self, client: DroidClient, turn: _Turn, spec: TurnSpec) -> TurnOutcome:
+    async def _interrupt(self, client: DroidClient, turn: TurnState, spec: TurnSpec) -> TurnOutcome:
         assert turn.done is not None
         grace = spec.cancel_grace_ms / 1000
         with contextlib.suppress(Exception):
@@ -342,19 +338,25 @@ class DroidHarness:
                 "interrupted",
                 "killed_after_grace",
                 "cancelled: Droid did not end the turn within the grace period",
-                _text(turn),
+                turn_text(turn),
                 True,
             )
         return TurnOutcome(
-            "cancelled", "interrupted", reason, "cancelled by the caller", _text(turn), True, True
+            "cancelled",
+            "interrupted",
+            reason,
+            "cancelled by the caller",
+            turn_text(turn),
+            True,
+            True,
         )
 
-    def _wire(self, client: DroidClient, turn: _Turn, spec: TurnSpec, sink: TurnSink) -> None:
+    def _wire(self, client: DroidClient, turn: TurnState, spec: TurnSpec, sink: TurnSink) -> None:
         def on_notification(frame: dict[str, Any]) -> None:
             params = frame.get("params")
             note = params.get("notification") if isinstance(params, dict) else None
             if isinstance(note, dict):
-                _fold(note, turn, sink)
+                fold_notification(note, turn, sink)
 
         def on_error(error: Exception) -> None:
             if turn.failure is not None and not turn.failure.done():
@@ -391,98 +393,6 @@ class DroidHarness:
         client.on_error(on_error)
         client.set_permission_handler(on_permission)
         client.set_ask_user_handler(on_ask_user)
-
-
-def _fold(note: dict[str, Any], turn: _Turn, sink: TurnSink) -> None:
-    """Fold one session notification into the turn state and the sink's events."""
-    kind = note.get("type")
-    if kind == "settings_updated" and isinstance(note.get("settings"), dict):
-        turn.settings = dict(note["settings"])
-        return
-    if turn.message_id is None:
-        return
-    if kind == "agent_turn_completed":
-        turn_id = note.get("turnId")
-        reason = str(note.get("reason") or "unknown")
-        if turn_id == turn.message_id and turn.done is not None and not turn.done.done():
-            turn.done.set_result(reason)
-            sink.event({"type": "turn_completed", "reason": reason})
-        else:
-            sink.event({"type": "unrelated_turn_completed", "turnId": turn_id, "reason": reason})
-    elif kind == "assistant_text_delta":
-        delta = str(note.get("textDelta") or "")
-        turn.deltas.append(delta)
-        sink.text_delta(delta)
-    elif kind == "create_message":
-        message = note.get("message") or {}
-        if message.get("role") == "assistant":
-            text = "".join(
-                str(block.get("text", ""))
-                for block in message.get("content") or []
-                if isinstance(block, dict) and block.get("type") == "text"
-            )
-            if text:
-                turn.last_assistant_text = text
-                sink.event({"type": "assistant_message", "text": text})
-    elif kind == "tool_call":
-        use = note.get("toolUse") or {}
-        if use.get("input") and use.get("id") not in turn.tool_calls_seen:
-            turn.tool_calls_seen.add(str(use.get("id")))
-            sink.event(
-                {
-                    "type": "tool_call",
-                    "toolUseId": use.get("id"),
-                    "name": use.get("name"),
-                    "input": use.get("input"),
-                }
-            )
-    elif kind == "tool_result":
-        sink.event(
-            {
-                "type": "tool_result",
-                "toolUseId": note.get("toolUseId"),
-                "isError": bool(note.get("isError")),
-                "content": note.get("content"),
-            }
-        )
-    elif kind == "error":
-        turn.error_message = str(note.get("message") or "")
-        sink.event(
-            {"type": "error", "message": note.get("message"), "errorType": note.get("errorType")}
-        )
-
-
-def _text(turn: _Turn) -> str:
-    if turn.last_assistant_text is not None:
-        return turn.last_assistant_text
-    return "".join(turn.deltas)
-
-
-def _terminal(reason: str, turn: _Turn) -> TurnOutcome:
-    text = _text(turn)
-    if reason in _SUCCESS_REASONS:
-        return TurnOutcome(
-            "succeeded", "success", reason, "Droid completed the turn", text, True, True
-        )
-    if reason in _INTERRUPTED_REASONS:
-        return TurnOutcome(
-            "interrupted",
-            "interrupted",
-            reason,
-            f"Droid ended the turn: {reason}",
-            text,
-            True,
-            True,
-        )
-    message = turn.error_message or f"Agent turn ended: {reason}"
-    return TurnOutcome("failed", "failure", reason, message, text, True, True)
-
-
-def _failed(
-    reason: str, message: str, *, submitted: bool = False, turn: _Turn | None = None
-) -> TurnOutcome:
-    text = _text(turn) if turn is not None else ""
-    return TurnOutcome("failed", "failure", reason, message, text, submitted)
 
 
 def _describe(exc: BaseException) -> str:

@@ -75,6 +75,9 @@ class PipeSink:
             self._last_flush = time.monotonic()
             self.send({"t": "text", "tail": self._text})
 
+    def stderr(self, text: str) -> None:
+        self.send({"t": "stderr", "text": tail(text, TEXT_TAIL_LIMIT)})
+
     def declined(self, declined: Declined) -> None:
         self.send({"t": "declined", "kind": declined.kind, "item": declined.item})
 
