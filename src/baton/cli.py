@@ -12,6 +12,7 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -103,6 +104,11 @@ def serve(config: Config, *, profile: str) -> int:
         print(f"baton: {exc}", file=sys.stderr)
         owner.release()
         return EXIT_STATE
+
+    def release() -> None:
+        store.close()
+        owner.release()
+
     try:
         engine = Engine(config, store)
         settled = engine.recover()
@@ -110,20 +116,44 @@ def serve(config: Config, *, profile: str) -> int:
             log.warning(
                 "settled %d run(s) left live by the previous owner as unknown", len(settled)
             )
-        anyio.run(_serve_async, engine, config)
+        anyio.run(_serve_async, engine, config, release)
+    except (ConfigError, BaseExceptionGroup) as exc:  # e.g. the HTTP port cannot be bound
+        problems = _config_errors(exc)
+        if not problems:
+            raise
+        for problem in problems:
+            print(f"baton: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     finally:
-        store.close()
-        owner.release()
+        release()
     return 0
 
 
-async def _serve_async(engine: Engine, config: Config) -> None:
+def _config_errors(exc: BaseException) -> list[ConfigError]:
+    """The ConfigErrors inside ``exc`` (a task group wraps what its tasks raise)."""
+    if isinstance(exc, ConfigError):
+        return [exc]
+    if isinstance(exc, BaseExceptionGroup):
+        return [e for inner in exc.exceptions for e in _config_errors(inner)]
+    return []
+
+
+async def _serve_async(engine: Engine, config: Config, release: Callable[[], None]) -> None:
     server = build_server(engine)
     async with anyio.create_task_group() as tg:
 
         async def stop_on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
+                async for signum in signals:
+                    log.info("signal %d: stopping live runs, then exiting", signum)
+                    with anyio.CancelScope(shield=True):
+                        await engine.shutdown()
+                    if config.transport == "stdio":
+                        # The SDK reads stdin in a thread that no cancellation can interrupt,
+                        # so after an orderly shutdown of our own state we leave at once.
+                        release()
+                        sys.stderr.flush()
+                        os._exit(0)
                     tg.cancel_scope.cancel()
                     return
 

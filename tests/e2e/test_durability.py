@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +37,9 @@ class Host:
 
     def __init__(self, root: Path, **overrides: Any) -> None:
         self.root = root
-        self.config = write_config(root, str(FAKE_DROID), cancelGraceMs=GRACE_MS, **overrides)
+        self.config = write_config(
+            root, str(FAKE_DROID), **{"cancelGraceMs": GRACE_MS, **overrides}
+        )
         self.workspace = root / "approved" / "w"
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.tag = uuid.uuid4().hex
@@ -347,3 +350,62 @@ def test_database_integrity_after_crash(host: Host) -> None:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         db.close()
+
+
+def test_sigterm_stops_a_stdio_server_and_cancels_its_runs(host: Host) -> None:
+    server = host.server()
+    run = host.start(server, "term-1", "FAKE:ignore-interrupt")
+    wait_view(server, run["runId"], lambda v: v["state"] == "running")
+    began = time.monotonic()
+    os.kill(server.pid, signal.SIGTERM)
+    code = server.proc.wait(GRACE_MS / 1000 + 20)
+    took = time.monotonic() - began
+    server.close()
+    assert code == 0 and took < GRACE_MS / 1000 + 15
+    assert wait_until_gone(host.tag, 10) == []
+    again = host.server()
+    try:
+        view = again.tool("droid_status", {"runId": run["runId"]})
+    finally:
+        again.close()
+    assert view is not None and view["state"] == "cancelled"
+    assert view["outcome"]["reason"] == "controller_shutdown"
+
+
+def test_client_disconnect_records_cancelled_even_if_killed_soon_after(tmp_path: Path) -> None:
+    """The MCP SDK closes stdin, then SIGTERMs after 2 s and SIGKILLs after 4 s."""
+    host = Host(tmp_path, cancelGraceMs=5000)
+    server = host.server()
+    run = host.start(server, "bye-1", "FAKE:ignore-interrupt")
+    wait_view(server, run["runId"], lambda v: v["state"] == "running")
+    assert server.proc.stdin is not None
+    server.proc.stdin.close()
+    time.sleep(1.0)
+    if server.proc.poll() is None:
+        server.kill9()
+    assert wait_until_gone(host.tag, 5 + 10) == []
+    again = host.server()
+    try:
+        view = again.tool("droid_status", {"runId": run["runId"]})
+    finally:
+        again.close()
+        kill_tagged(host.tag)
+    assert view is not None and view["state"] == "cancelled", view
+
+
+def test_uncreatable_state_directory_is_one_line_exit_3(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    config = json.loads(host.config.read_text())
+    config["stateDirectory"] = "/proc/baton-cannot-exist/state"
+    host.config.write_text(json.dumps(config))
+    refused = subprocess.run(
+        serve_cmd(host.config),
+        env=host.env,
+        cwd=REPO,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert refused.returncode == 3
+    assert "Traceback" not in refused.stderr.decode()
+    assert "cannot create or read state directory" in refused.stderr.decode()

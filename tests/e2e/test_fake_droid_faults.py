@@ -272,3 +272,29 @@ async def test_read_only_runs_share_a_tree_and_busy_session_rejects(tmp_path: Pa
         for run in (first, second):
             await call(client, "droid_cancel", {"runId": run["runId"]})
             await wait_terminal(client, run["runId"])
+
+
+async def test_schema_violations_are_contract_errors(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    async with baton(env.config, env.env) as client:
+        missing = await call_error(client, "droid_start", {"requestKey": "k"})
+        wrong_type = await call_error(client, "droid_status", {"runId": 123})
+        nul = await call_error(
+            client, "droid_start", {**env.start_args("k2", "hi"), "workspace": "/tmp/a\x00b"}
+        )
+        huge_offset = await call_error(client, "droid_list", {"offset": 2**63})
+        big_prompt = await call_error(
+            client, "droid_start", env.start_args("k3", "x" * (1024 * 1024 + 1))
+        )
+        relative = await call_error(
+            client, "droid_start", {**env.start_args("k4", "hi"), "workspace": "rel/path"}
+        )
+        long_path = await call_error(
+            client, "droid_start", {**env.start_args("k5", "hi"), "workspace": "/" + "a" * 5000}
+        )
+        listed = await call(client, "droid_list", {})
+    for error in (missing, wrong_type, nul, huge_offset, big_prompt, relative, long_path):
+        assert error["code"] == "invalid_argument", error
+    assert "workspace" in missing["message"] and "prompt" in missing["message"]
+    assert len(json.dumps(long_path)) < 1000  # the 5000-character input is not echoed whole
+    assert listed["total"] == 0

@@ -562,6 +562,29 @@ def test_short_token_refuses_to_start(tmp_path: Path) -> None:
     assert "serving MCP" not in done.stderr
 
 
+def test_port_in_use_is_one_line_exit_2(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    _write_token(token_file, secrets.token_urlsafe(32))
+    config, _ = _write_config(tmp_path, token_file)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data = json.loads(config.read_text())
+        config.write_text(json.dumps({**data, "port": port}))
+        done = subprocess.run(
+            [*SERVE, str(config)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "cannot listen" in done.stderr
+
+
 def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
     srv = _start(tmp_path)
     try:

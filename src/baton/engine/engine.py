@@ -20,9 +20,15 @@ from baton.engine.clock import new_id, utc_now
 from baton.engine.execution import Execution
 from baton.engine.intents import Intent
 from baton.engine.views import TERMINAL_STATES, run_summary, run_view
-from baton.engine.workspaces import TreeLock, approve_workspace, find_conflict
+from baton.engine.workspaces import (
+    TreeLock,
+    approve_workspace,
+    check_workspace_spelling,
+    find_conflict,
+    shown,
+)
 from baton.errors import BatonError
-from baton.paging import page_utf16
+from baton.paging import page_utf16, utf16_len
 from baton.store import Store
 from baton.supervisor import procs
 from baton.supervisor.supervisor import spawn_worker, worker_environment
@@ -31,6 +37,11 @@ log = logging.getLogger(__name__)
 
 AUTONOMY_LEVELS = ("off", "low", "medium", "high")
 REASONING_LEVELS = ("off", "none", "dynamic", "minimal", "low", "medium", "high", "xhigh", "max")
+#: Largest prompt accepted, in UTF-8 bytes. Droid echoes a prompt back in one stdout line, and
+#: its SDK reader refuses lines over 10 MB, so a bigger prompt could fail after submission.
+PROMPT_MAX_BYTES = 1 << 20
+#: Offsets beyond this are rejected (SQLite integers are 64-bit; no page is that far anyway).
+OFFSET_MAX = 1 << 53
 RESULT_LIMIT_DEFAULT = 12_000
 RESULT_LIMIT_MAX = 16_000
 LIST_LIMIT_DEFAULT = 25
@@ -79,8 +90,14 @@ class Engine:
         return settled
 
     async def shutdown(self) -> None:
-        """Cancel live runs and wait for their groups to be gone (bounded by their grace)."""
+        """Stop every live run: record it ``cancelled``, then stop its group and wait.
+
+        The terminal state is committed first, so a client that kills the server soon after
+        disconnecting (the MCP SDK allows ~4 s) still finds ``cancelled`` runs, not ``unknown``:
+        the workers see their pipes close and stop their groups whatever happens to us next.
+        """
         for execution in list(self._live.values()):
+            execution.settle_shutdown()
             await execution.request_cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=self.config.cancelGraceMs / 1000 + 10)
@@ -110,8 +127,9 @@ class Engine:
         """
         self._check_common(request_key, prompt, model, reasoning_effort, autonomy)
         self._check_routing(puck_conversation_id)
+        check_workspace_spelling(workspace)
         # realpath only normalises here (the workspace is approved below); it does no I/O wait.
-        target = os.path.realpath(workspace) if os.path.isabs(workspace) else workspace  # noqa: ASYNC240
+        target = os.path.realpath(workspace)  # noqa: ASYNC240
         replay = self._replay(
             "start",
             target,
@@ -256,8 +274,8 @@ class Engine:
             ``unknown_run``; ``invalid_argument`` for ``offset < 0`` or ``limit`` outside
             1–16000.
         """
-        if offset < 0:
-            raise BatonError("invalid_argument", "offset must be >= 0")
+        if not 0 <= offset <= OFFSET_MAX:
+            raise BatonError("invalid_argument", f"offset must be between 0 and {OFFSET_MAX}")
         if not 1 <= limit <= RESULT_LIMIT_MAX:
             raise BatonError("invalid_argument", f"limit must be between 1 and {RESULT_LIMIT_MAX}")
         row = self._row(run_id)
@@ -277,8 +295,8 @@ class Engine:
 
     def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> dict[str, Any]:
         """Runs newest first (``droid_list``). Raises ``invalid_argument`` on bad paging."""
-        if offset < 0:
-            raise BatonError("invalid_argument", "offset must be >= 0")
+        if not 0 <= offset <= OFFSET_MAX:
+            raise BatonError("invalid_argument", f"offset must be between 0 and {OFFSET_MAX}")
         if not 1 <= limit <= LIST_LIMIT_MAX:
             raise BatonError("invalid_argument", f"limit must be between 1 and {LIST_LIMIT_MAX}")
         rows, total = self.store.runs_page(offset, limit)
@@ -325,10 +343,19 @@ class Engine:
         reasoning_effort: str | None,
         autonomy: str | None,
     ) -> None:
-        if not 1 <= len(request_key) <= 200:
+        if not 1 <= utf16_len(request_key) <= 200:
             raise BatonError("invalid_argument", "requestKey must be 1-200 characters")
         if not prompt.strip():
             raise BatonError("invalid_argument", "prompt must not be empty")
+        if len(prompt.encode("utf-8", "surrogatepass")) > PROMPT_MAX_BYTES:
+            raise BatonError(
+                "invalid_argument",
+                f"prompt is larger than {PROMPT_MAX_BYTES} bytes (UTF-8); put large inputs in a "
+                "file inside the workspace and refer to it",
+            )
+        for name, value in (("requestKey", request_key), ("prompt", prompt), ("model", model)):
+            if value is not None and ("\x00" in value or _has_lone_surrogate(value)):
+                raise BatonError("invalid_argument", f"{name} contains a NUL or a lone surrogate")
         if model is not None and not model.strip():
             raise BatonError("invalid_argument", "model must not be empty when given")
         if reasoning_effort is not None and reasoning_effort not in REASONING_LEVELS:
@@ -339,6 +366,8 @@ class Engine:
             raise BatonError("invalid_argument", f"autonomy must be one of {list(AUTONOMY_LEVELS)}")
 
     def _check_routing(self, puck_conversation_id: str | None) -> None:
+        if puck_conversation_id is not None and not puck_conversation_id.strip():
+            raise BatonError("invalid_argument", "puckConversationId must not be empty when given")
         if puck_conversation_id is not None and self.config.puck is None:
             raise BatonError(
                 "routing_not_configured",
@@ -454,7 +483,7 @@ class Engine:
     def _row(self, run_id: str) -> dict[str, Any]:
         row = self.store.run(run_id)
         if row is None:
-            raise BatonError("unknown_run", f"no run {run_id!r}", runId=run_id)
+            raise BatonError("unknown_run", f"no run {shown(run_id)!r}", runId=shown(run_id))
         return row
 
     # -- execution -------------------------------------------------------------------------
@@ -575,3 +604,11 @@ class Engine:
             error = (reply or {}).get("error", "the discovery worker exited without an answer")
             raise BatonError("model_discovery_failed", f"Droid model discovery failed: {error}")
         return list(reply["models"])
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -129,6 +129,15 @@ class Execution:
             else None
         )
 
+    def settle_shutdown(self) -> None:
+        """Commit ``cancelled`` because the controller is stopping (no-op once terminal)."""
+        self._settle(
+            "cancelled",
+            "interrupted",
+            "controller_shutdown",
+            "the controller shut down and stopped this run (interrupt, then its process group)",
+        )
+
     async def request_cancel(self, *, timed_out: bool = False) -> bool:
         """Ask the worker to interrupt; escalate to the group after the grace. True if new."""
         first = not self.cancel_requested

@@ -169,6 +169,8 @@ class DroidHarness:
             return TurnOutcome("cancelled", "interrupted", "cancelled", "cancelled during setup")
         if outcome == "failure":
             setup.cancel()
+            with contextlib.suppress(BaseException):
+                await setup
             return failed_outcome("process_exit", turn.failure.result())
         try:
             session_id, settings = setup.result()

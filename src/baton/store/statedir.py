@@ -18,13 +18,16 @@ def prepare_state_directory(path: Path) -> None:
         If the directory is not owned by us, has group/other permission bits, or holds a file
         (or the database's sidecars) with group/other permission bits. The message names the fix.
     """
-    if not path.exists():
-        old = os.umask(0o077)
-        try:
-            path.mkdir(parents=True, mode=0o700)
-        finally:
-            os.umask(old)
-    info = path.stat()
+    try:
+        if not path.exists():
+            old = os.umask(0o077)
+            try:
+                path.mkdir(parents=True, mode=0o700)
+            finally:
+                os.umask(old)
+        info = path.stat()
+    except OSError as exc:
+        raise StateError(f"cannot create or read state directory {path}: {exc.strerror}") from exc
     if not stat.S_ISDIR(info.st_mode):
         raise StateError(f"state directory {path} is not a directory")
     if info.st_uid != os.getuid():

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from baton import __version__
 from baton.config import Config
@@ -82,6 +83,32 @@ async def _call(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]
         return _error(exc)
 
 
+class ControllerServer(MCPServer):
+    """The SDK's server, with argument-validation failures rendered as contract errors.
+
+    The SDK validates tool arguments against the input schema before our code runs and would
+    answer with its own prose; callers of this contract expect ``invalid_argument``. Only field
+    names and pydantic's short messages are echoed, never the rejected values.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Any = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                for err in cause.errors()[:10]
+            )
+            return _error(
+                BatonError("invalid_argument", f"invalid arguments for {name}: {problems}")
+            )
+
+
 def host_summary(config: Config) -> str:
     """The host facts every tool description states."""
     roots = ", ".join(config.approvedDirectories)
@@ -96,7 +123,7 @@ def build_server(engine: Engine) -> MCPServer:
     """An :class:`MCPServer` named ``baton`` exposing the seven controller tools."""
     config = engine.config
     host = host_summary(config)
-    server = MCPServer(
+    server = ControllerServer(
         "baton",
         version=__version__,
         instructions="Delegate tasks to Factory Droid: droid_models, then droid_start, poll "
