@@ -140,6 +140,7 @@ def _config_errors(exc: BaseException) -> list[ConfigError]:
 
 async def _serve_async(engine: Engine, config: Config, release: Callable[[], None]) -> None:
     server = build_server(engine)
+    engine.workers.prime()  # the first run should not wait for a worker's imports
     async with anyio.create_task_group() as tg:
 
         async def stop_on_signal() -> None:

@@ -31,7 +31,7 @@ from baton.errors import BatonError
 from baton.paging import page_utf16, utf16_len
 from baton.store import Store
 from baton.supervisor import procs
-from baton.supervisor.supervisor import spawn_worker, worker_environment
+from baton.supervisor.supervisor import WorkerPool, worker_environment
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Engine:
     def __init__(self, config: Config, store: Store) -> None:
         self.config = config
         self.store = store
-        self.env = worker_environment()
+        self.workers = WorkerPool(worker_environment())
         self.catalogue = Catalogue(self._discover_models, config.modelCacheTtlMs)
         self._live: dict[str, Execution] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -101,6 +101,7 @@ class Engine:
             await execution.request_cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=self.config.cancelGraceMs / 1000 + 10)
+        await self.workers.close()
 
     # -- commands --------------------------------------------------------------------------
 
@@ -546,7 +547,7 @@ class Engine:
             autonomy=intent.autonomy,
             store=self.store,
             grace_ms=self.config.cancelGraceMs,
-            env=self.env,
+            workers=self.workers,
             on_gone=self._on_gone,
         )
         self._live[run_id] = execution
@@ -571,7 +572,9 @@ class Engine:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         loop = asyncio.get_running_loop()
-        loop.call_later(self.config.runTimeoutMs / 1000, self._on_timeout, execution)
+        execution.timeout_timer = loop.call_later(
+            self.config.runTimeoutMs / 1000, self._on_timeout, execution
+        )
 
     def _on_timeout(self, execution: Execution) -> None:
         if not execution.terminal and execution.run_id in self._live:
@@ -581,6 +584,8 @@ class Engine:
 
     def _on_gone(self, execution: Execution) -> None:
         self._live.pop(execution.run_id, None)
+        if execution.timeout_timer is not None:  # else it would keep the run in memory
+            execution.timeout_timer.cancel()
 
     async def _discover_models(self) -> list[dict[str, Any]]:
         job: Mapping[str, Any] = {
@@ -589,7 +594,7 @@ class Engine:
             "droidSettingsFile": self.config.droidSettingsFile,
             "cwd": self.config.stateDirectory,
         }
-        handle = await spawn_worker(job, self.env)
+        handle = await self.workers.spawn(job)
         reply: dict[str, Any] | None = None
         try:
             async with asyncio.timeout(_MODELS_TIMEOUT_S):

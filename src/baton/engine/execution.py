@@ -16,7 +16,7 @@ import contextlib
 import logging
 import signal
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from baton.engine.views import EVENTS_KEPT, TAIL_LIMIT
 from baton.harnesses.bounded import bounded
 from baton.paging import tail
 from baton.store import Store
-from baton.supervisor.supervisor import WorkerHandle, spawn_worker
+from baton.supervisor.supervisor import WorkerHandle, WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class Execution:
     autonomy: str
     store: Store
     grace_ms: int
-    env: Mapping[str, str]
+    workers: WorkerPool
     on_gone: Callable[[Execution], None]
     handle: WorkerHandle | None = None
     terminal: bool = False
@@ -57,6 +57,7 @@ class Execution:
     ask_user_declined: list[dict[str, Any]] = field(default_factory=list)
     permissions_declined: list[dict[str, Any]] = field(default_factory=list)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
+    timeout_timer: asyncio.TimerHandle | None = None
     _flush_handle: asyncio.TimerHandle | None = None
     _escalation: asyncio.Task[None] | None = None
 
@@ -75,7 +76,7 @@ class Execution:
         """Spawn the worker, consume its reports, reap its group, release the run's hold."""
         try:
             try:
-                self.handle = await spawn_worker(job, self.env)
+                self.handle = await self.workers.spawn(job)
             except OSError as exc:
                 self._settle("failed", "failure", "spawn_failed", f"worker did not start: {exc}")
                 return

@@ -63,6 +63,12 @@ ALTER TABLE runs ADD COLUMN puck_conversation_id TEXT;
 ALTER TABLE intents ADD COLUMN puck_conversation_id TEXT;
 """
 
+#: Version 3: startup recovery looks for groups never confirmed gone; a partial index keeps that
+#: lookup independent of history size (it scanned every run before).
+V3 = """
+CREATE INDEX runs_unreaped ON runs(run_id) WHERE group_reaped = 0 AND worker_pid IS NOT NULL;
+"""
+
 #: MIGRATIONS[i] takes the schema from version i to i + 1.
-MIGRATIONS: list[str] = [V1, V2]
+MIGRATIONS: list[str] = [V1, V2, V3]
 SCHEMA_VERSION = len(MIGRATIONS)

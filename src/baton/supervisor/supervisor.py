@@ -102,8 +102,8 @@ class WorkerHandle:
         return code
 
 
-async def spawn_worker(job: Mapping[str, Any], env: Mapping[str, str]) -> WorkerHandle:
-    """Start ``python -m baton.supervisor.worker`` in a new session and send it ``job``.
+async def start_worker(env: Mapping[str, str]) -> WorkerHandle:
+    """Start ``python -m baton.supervisor.worker`` in a new session; it waits for its job.
 
     Raises
     ------
@@ -122,6 +122,61 @@ async def spawn_worker(job: Mapping[str, Any], env: Mapping[str, str]) -> Worker
         limit=_LINE_LIMIT,
     )
     started = procs.start_time(proc.pid) or 0.0
-    handle = WorkerHandle(proc=proc, pid=proc.pid, started=started)
-    await handle.send(job)
-    return handle
+    return WorkerHandle(proc=proc, pid=proc.pid, started=started)
+
+
+class WorkerPool:
+    """Hands out workers, keeping one started ahead of need.
+
+    A worker spends about half a second importing ``droid_sdk`` before it can read its job
+    (measured in ``bench/``: most of Baton's start overhead), so one spare worker is kept
+    waiting on its stdin. A spare holds no job and runs no agent: the rule that an intent is
+    durable before anything is launched *for it* holds, because the job (and with it the prompt)
+    is sent only after the engine has committed the run. A spare whose server dies sees EOF on
+    stdin and exits.
+    """
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = dict(env)
+        self._spare: asyncio.Future[WorkerHandle] | None = None
+        self._closed = False
+
+    def prime(self) -> None:
+        """Start the spare now (call from the running event loop)."""
+        if self._spare is None and not self._closed:
+            self._spare = asyncio.ensure_future(start_worker(self._env))
+
+    async def spawn(self, job: Mapping[str, Any]) -> WorkerHandle:
+        """A worker (the spare if it is healthy, else a new one) that has been sent ``job``.
+
+        Raises
+        ------
+        OSError
+            If no worker can be started.
+        """
+        handle = await self._take_spare()
+        if handle is None:
+            handle = await start_worker(self._env)
+        self.prime()
+        await handle.send(job)
+        return handle
+
+    async def close(self) -> None:
+        """Stop the spare, if any (closing its stdin makes it exit)."""
+        self._closed = True
+        handle = await self._take_spare()
+        if handle is not None and handle.proc.stdin is not None:
+            handle.proc.stdin.close()
+            await handle.wait_gone(term_after_s=5.0)
+
+    async def _take_spare(self) -> WorkerHandle | None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        try:
+            handle = await spare
+        except OSError:
+            return None
+        if handle.proc.returncode is not None:
+            return None
+        return handle

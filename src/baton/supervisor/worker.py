@@ -1,6 +1,6 @@
 """The worker: one run (or one model listing) in its own process group.
 
-Started by :func:`baton.supervisor.supervisor.spawn_worker` with ``start_new_session=True``, so
+Started by :func:`baton.supervisor.supervisor.start_worker` with ``start_new_session=True``, so
 this process leads a new group that the agent and its tools inherit. It reads the job from stdin,
 reports over its original stdout (moved to a private descriptor; fd 1 then points at stderr so
 nothing else can corrupt the pipe), and:
@@ -64,7 +64,11 @@ class PipeSink:
         self.send({"t": "event", "event": event})
 
     def text_delta(self, delta: str) -> None:
-        self._text = tail(self._text + delta, TEXT_TAIL_LIMIT)
+        # Trim only when well past the limit: re-encoding the tail on every delta is what a
+        # 1,000 events/s stream would spend its CPU on. (Code points <= UTF-16 units.)
+        self._text += delta
+        if len(self._text) > 4 * TEXT_TAIL_LIMIT:
+            self._text = tail(self._text, TEXT_TAIL_LIMIT)
         self._text_dirty = True
         if time.monotonic() - self._last_flush >= _TEXT_FLUSH_S:
             self.flush_text()
@@ -73,6 +77,7 @@ class PipeSink:
         if self._text_dirty:
             self._text_dirty = False
             self._last_flush = time.monotonic()
+            self._text = tail(self._text, TEXT_TAIL_LIMIT)
             self.send({"t": "text", "tail": self._text})
 
     def stderr(self, text: str) -> None:
