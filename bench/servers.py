@@ -245,17 +245,36 @@ async def wait_terminal(client: Client, run_id: str, timeout_s: float = 120.0) -
 
 
 async def wait_no_children(pid: int, timeout_s: float = 60.0) -> None:
-    """Wait until process ``pid`` has no child processes (its workers are reaped)."""
+    """Wait until server ``pid`` runs nothing: every child is an idle spare worker.
+
+    The server keeps one worker started ahead of need (``WorkerPool``); it has no children of
+    its own and, once its imports are done, burns no CPU. Anything else (a run's worker, an
+    agent) must be gone.
+    """
     deadline = time.monotonic() + timeout_s
     proc = psutil.Process(pid)
     while time.monotonic() < deadline:
         try:
-            if not proc.children(recursive=True):
+            children = proc.children()
+            busy = [c for c in children if c.children() or not _is_worker(c)]
+            if not busy and all([await _idle(c) for c in children]):
                 return
         except psutil.NoSuchProcess:
-            return
+            if not proc.is_running():
+                return
         await asyncio.sleep(0.02)
     raise TimeoutError(f"server {pid} still has children after {timeout_s} s")
+
+
+def _is_worker(proc: psutil.Process) -> bool:
+    return "baton.supervisor.worker" in " ".join(proc.cmdline())
+
+
+async def _idle(proc: psutil.Process, window_s: float = 0.1) -> bool:
+    """True if ``proc`` used no CPU during ``window_s`` (a spare that finished importing)."""
+    before = sum(proc.cpu_times()[:2])
+    await asyncio.sleep(window_s)
+    return bool(sum(proc.cpu_times()[:2]) == before)
 
 
 class DroidLog:
