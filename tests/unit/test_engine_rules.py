@@ -8,7 +8,7 @@ import pytest
 
 from baton.config import Config
 from baton.engine.engine import Engine
-from baton.engine.intents import Intent
+from baton.engine.intents import Intent, TurnRequest
 from baton.errors import BatonError
 from baton.store import Store
 
@@ -66,7 +66,7 @@ def seed(engine: Engine, session: str, runs: list[tuple[str, str]], droid_id: st
 
 async def rejection(engine: Engine, run_id: str, **extra: str) -> BatonError:
     with pytest.raises(BatonError) as caught:
-        await engine.continue_(run_id=run_id, request_key=f"new-{run_id}", prompt="next", **extra)
+        await engine.continue_(run_id, TurnRequest(f"new-{run_id}", "next", **extra))
     return caught.value
 
 
@@ -113,12 +113,10 @@ async def test_recorded_workspace_must_still_resolve_to_itself(
 async def test_replay_and_conflict_of_a_seeded_intent(engine: Engine) -> None:
     seed(engine, "s7", [("f1", "succeeded")], "uuid-7")
     workspace = engine.config.approvedDirectories[0] + "/app"
-    view = await engine.start(request_key="key-f1", workspace=workspace, prompt="p-f1")
+    view = await engine.start(workspace, TurnRequest("key-f1", "p-f1"))
     assert view["runId"] == "f1"
     with pytest.raises(BatonError) as caught:
-        await engine.start(
-            request_key="key-f1", workspace=workspace, prompt="p-f1", reasoning_effort="high"
-        )
+        await engine.start(workspace, TurnRequest("key-f1", "p-f1", reasoning_effort="high"))
     assert caught.value.code == "idempotency_conflict"
     assert caught.value.details["runId"] == "f1"
 
@@ -128,6 +126,6 @@ async def test_rejections_change_nothing(engine: Engine) -> None:
     before = engine.list_runs(0, 100)
     await rejection(engine, "g1")
     with pytest.raises(BatonError):
-        await engine.start(request_key="x", workspace="/etc", prompt="p")
+        await engine.start("/etc", TurnRequest("x", "p"))
     assert engine.list_runs(0, 100) == before
     assert engine.store.intent("new-g1") is None and engine.store.intent("x") is None

@@ -14,11 +14,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from baton.config import AUTONOMY_ORDER, Config
+from baton.config import Config
 from baton.engine.catalogue import Catalogue
 from baton.engine.clock import new_id, utc_now
 from baton.engine.execution import Execution
-from baton.engine.intents import Intent
+from baton.engine.intents import Intent, TurnRequest
+from baton.engine.validation import OFFSET_MAX, check_request, effective_autonomy
 from baton.engine.views import TERMINAL_STATES, run_summary, run_view
 from baton.engine.workspaces import (
     TreeLock,
@@ -28,20 +29,13 @@ from baton.engine.workspaces import (
     shown,
 )
 from baton.errors import BatonError
-from baton.paging import page_utf16, utf16_len
-from baton.store import Store
+from baton.paging import page_utf16
+from baton.store import AcceptedRun, Store
 from baton.supervisor import procs
 from baton.supervisor.supervisor import WorkerPool, worker_environment
 
 log = logging.getLogger(__name__)
 
-AUTONOMY_LEVELS = ("off", "low", "medium", "high")
-REASONING_LEVELS = ("off", "none", "dynamic", "minimal", "low", "medium", "high", "xhigh", "max")
-#: Largest prompt accepted, in UTF-8 bytes. Droid echoes a prompt back in one stdout line, and
-#: its SDK reader refuses lines over 10 MB, so a bigger prompt could fail after submission.
-PROMPT_MAX_BYTES = 1 << 20
-#: Offsets beyond this are rejected (SQLite integers are 64-bit; no page is that far anyway).
-OFFSET_MAX = 1 << 53
 RESULT_LIMIT_DEFAULT = 12_000
 RESULT_LIMIT_MAX = 16_000
 LIST_LIMIT_DEFAULT = 25
@@ -105,17 +99,7 @@ class Engine:
 
     # -- commands --------------------------------------------------------------------------
 
-    async def start(
-        self,
-        *,
-        request_key: str,
-        workspace: str,
-        prompt: str,
-        model: str | None = None,
-        reasoning_effort: str | None = None,
-        autonomy: str | None = None,
-        puck_conversation_id: str | None = None,
-    ) -> dict[str, Any]:
+    async def start(self, workspace: str, request: TurnRequest) -> dict[str, Any]:
         """Accept a new session's first run (``droid_start``). Returns the run view.
 
         Raises
@@ -126,70 +110,30 @@ class Engine:
             ``routing_not_configured``, ``idempotency_conflict``, ``workspace_busy``,
             ``capacity_exhausted``.
         """
-        self._check_common(request_key, prompt, model, reasoning_effort, autonomy)
-        self._check_routing(puck_conversation_id)
+        check_request(request, self.config)
         check_workspace_spelling(workspace)
         # realpath only normalises here (the workspace is approved below); it does no I/O wait.
         target = os.path.realpath(workspace)  # noqa: ASYNC240
-        replay = self._replay(
-            "start",
-            target,
-            request_key,
-            prompt,
-            model,
-            reasoning_effort,
-            autonomy,
-            puck_conversation_id,
-        )
-        if replay is not None:
+        if (replay := self._replay("start", target, request)) is not None:
             return replay
         canonical = approve_workspace(workspace, self.config.approvedDirectories)
-        effective_autonomy = self._autonomy(autonomy)
-        effort = reasoning_effort or self.config.reasoningEffort
-        routing = puck_conversation_id or (
-            self.config.puck.conversationId if self.config.puck else None
-        )
-        if model is not None:
-            await self.catalogue.check(model, effort)
+        host_routing = self.config.puck.conversationId if self.config.puck else None
+        intent = await self._intent("start", canonical, request, host_routing)
         # Atomic from here: no await until the run is committed and registered.
-        replay = self._replay(
-            "start",
-            canonical,
-            request_key,
-            prompt,
-            model,
-            reasoning_effort,
-            autonomy,
-            puck_conversation_id,
-        )
-        if replay is not None:
+        if (replay := self._replay("start", canonical, request)) is not None:
             return replay
-        self._check_capacity_and_lock(canonical, effective_autonomy)
-        intent = Intent("start", canonical, prompt, model, effective_autonomy, effort, routing)
+        self._check_capacity_and_lock(canonical, intent.autonomy)
         run_id = new_id("run")
         session_key = new_id("ses")
         now = utc_now()
-        with self.store.transaction() as db:
-            db.execute(
-                "INSERT INTO sessions (session_key, droid_session_id, workspace, head_run_id, "
-                "created_at, puck_conversation_id) VALUES (?, NULL, ?, ?, ?, ?)",
-                (session_key, canonical, run_id, now, routing),
-            )
-            self._insert_run(db, run_id, request_key, session_key, None, canonical, intent, now)
-        self._launch(run_id, session_key, canonical, prompt, intent, None)
+        self.store.accept_run(
+            _accepted(run_id, request.request_key, session_key, None, canonical, intent, now),
+            new_session=True,
+        )
+        self._launch(run_id, session_key, canonical, request.prompt, intent, None)
         return self.status(run_id)
 
-    async def continue_(
-        self,
-        *,
-        run_id: str,
-        request_key: str,
-        prompt: str,
-        model: str | None = None,
-        reasoning_effort: str | None = None,
-        autonomy: str | None = None,
-        puck_conversation_id: str | None = None,
-    ) -> dict[str, Any]:
+    async def continue_(self, run_id: str, request: TurnRequest) -> dict[str, Any]:
         """Accept the next run of ``run_id``'s session (``droid_continue``): the NEW run's view.
 
         Raises
@@ -198,65 +142,58 @@ class Engine:
             As :meth:`start`, plus ``unknown_run``, ``session_blocked``, ``not_session_head``
             (with ``headRunId``) and ``session_busy``.
         """
-        self._check_common(request_key, prompt, model, reasoning_effort, autonomy)
-        self._check_routing(puck_conversation_id)
-        replay = self._replay(
-            "continue",
-            run_id,
-            request_key,
-            prompt,
-            model,
-            reasoning_effort,
-            autonomy,
-            puck_conversation_id,
-        )
-        if replay is not None:
+        check_request(request, self.config)
+        if (replay := self._replay("continue", run_id, request)) is not None:
             return replay
-        _, session = self._continuable(run_id)
+        session = self._continuable(run_id)
         workspace = self._recorded_workspace(session["workspace"])
-        effective_autonomy = self._autonomy(autonomy)
-        effort = reasoning_effort or self.config.reasoningEffort
         # Without host puck config there is no channel, so a retained recipient lapses.
-        routing = puck_conversation_id or (
-            session["puck_conversation_id"] if self.config.puck else None
-        )
-        if model is not None:
-            await self.catalogue.check(model, effort)
-        replay = self._replay(
-            "continue",
-            run_id,
-            request_key,
-            prompt,
-            model,
-            reasoning_effort,
-            autonomy,
-            puck_conversation_id,
-        )
-        if replay is not None:
+        kept = session["puck_conversation_id"] if self.config.puck else None
+        intent = await self._intent("continue", run_id, request, kept)
+        # Atomic from here: re-check what the await may have changed, then commit.
+        if (replay := self._replay("continue", run_id, request)) is not None:
             return replay
-        _, session = self._continuable(run_id)
-        self._check_capacity_and_lock(workspace, effective_autonomy)
-        intent = Intent("continue", run_id, prompt, model, effective_autonomy, effort, routing)
+        session = self._continuable(run_id)
+        self._check_capacity_and_lock(workspace, intent.autonomy)
         new_run = new_id("run")
         now = utc_now()
-        with self.store.transaction() as db:
-            self._insert_run(
-                db, new_run, request_key, session["session_key"], run_id, workspace, intent, now
-            )
-            db.execute(
-                "UPDATE sessions SET head_run_id = ?, puck_conversation_id = ? "
-                "WHERE session_key = ?",
-                (new_run, routing, session["session_key"]),
-            )
+        self.store.accept_run(
+            _accepted(
+                new_run, request.request_key, session["session_key"], run_id, workspace, intent, now
+            ),
+            new_session=False,
+        )
         self._launch(
             new_run,
             session["session_key"],
             workspace,
-            prompt,
+            request.prompt,
             intent,
             session["droid_session_id"],
         )
         return self.status(new_run)
+
+    async def _intent(
+        self, operation: str, target: str, request: TurnRequest, default_routing: str | None
+    ) -> Intent:
+        """The effective intent: host defaults filled in, ceiling and model checked.
+
+        Raises ``autonomy_above_ceiling``, ``unknown_model``, ``unsupported_reasoning`` or
+        ``model_discovery_failed``. The only ``await`` of a start or continue is here.
+        """
+        autonomy = effective_autonomy(request.autonomy, self.config)
+        effort = request.reasoning_effort or self.config.reasoningEffort
+        if request.model is not None:
+            await self.catalogue.check(request.model, effort)
+        return Intent(
+            operation,
+            target,
+            request.prompt,
+            request.model,
+            autonomy,
+            effort,
+            request.puck_conversation_id or default_routing,
+        )
 
     def status(self, run_id: str) -> dict[str, Any]:
         """The run view (``droid_status``). Raises ``unknown_run``."""
@@ -336,92 +273,34 @@ class Engine:
 
     # -- checks ----------------------------------------------------------------------------
 
-    def _check_common(
-        self,
-        request_key: str,
-        prompt: str,
-        model: str | None,
-        reasoning_effort: str | None,
-        autonomy: str | None,
-    ) -> None:
-        if not 1 <= utf16_len(request_key) <= 200:
-            raise BatonError("invalid_argument", "requestKey must be 1-200 characters")
-        if not prompt.strip():
-            raise BatonError("invalid_argument", "prompt must not be empty")
-        if len(prompt.encode("utf-8", "surrogatepass")) > PROMPT_MAX_BYTES:
-            raise BatonError(
-                "invalid_argument",
-                f"prompt is larger than {PROMPT_MAX_BYTES} bytes (UTF-8); put large inputs in a "
-                "file inside the workspace and refer to it",
-            )
-        for name, value in (("requestKey", request_key), ("prompt", prompt), ("model", model)):
-            if value is not None and ("\x00" in value or _has_lone_surrogate(value)):
-                raise BatonError("invalid_argument", f"{name} contains a NUL or a lone surrogate")
-        if model is not None and not model.strip():
-            raise BatonError("invalid_argument", "model must not be empty when given")
-        if reasoning_effort is not None and reasoning_effort not in REASONING_LEVELS:
-            raise BatonError(
-                "invalid_argument", f"reasoningEffort must be one of {list(REASONING_LEVELS)}"
-            )
-        if autonomy is not None and autonomy not in AUTONOMY_LEVELS:
-            raise BatonError("invalid_argument", f"autonomy must be one of {list(AUTONOMY_LEVELS)}")
-
-    def _check_routing(self, puck_conversation_id: str | None) -> None:
-        if puck_conversation_id is not None and not puck_conversation_id.strip():
-            raise BatonError("invalid_argument", "puckConversationId must not be empty when given")
-        if puck_conversation_id is not None and self.config.puck is None:
-            raise BatonError(
-                "routing_not_configured",
-                "puckConversationId needs the host's puck configuration, which is not set",
-            )
-
-    def _autonomy(self, requested: str | None) -> str:
-        autonomy = requested or self.config.defaultAutonomy
-        if AUTONOMY_ORDER[autonomy] > AUTONOMY_ORDER[self.config.maxAutonomy]:
-            raise BatonError(
-                "autonomy_above_ceiling",
-                f"autonomy {autonomy!r} is above this host's ceiling {self.config.maxAutonomy!r}",
-                maxAutonomy=self.config.maxAutonomy,
-            )
-        return autonomy
-
-    def _replay(
-        self,
-        operation: str,
-        target: str,
-        request_key: str,
-        prompt: str,
-        model: str | None,
-        reasoning_effort: str | None,
-        autonomy: str | None,
-        puck_conversation_id: str | None,
-    ) -> dict[str, Any] | None:
+    def _replay(self, operation: str, target: str, request: TurnRequest) -> dict[str, Any] | None:
         """The existing run for an exact retry; ``idempotency_conflict`` for a different one.
 
         Omitted autonomy, reasoning and routing mean the originally accepted values.
         """
-        intent = self.store.intent(request_key)
+        intent = self.store.intent(request.request_key)
         if intent is None:
             return None
         retry = Intent(
             operation,
             target,
-            prompt,
-            model,
-            autonomy or intent["autonomy"],
-            reasoning_effort or intent["reasoning_effort"],
-            puck_conversation_id or intent["puck_conversation_id"],
+            request.prompt,
+            request.model,
+            request.autonomy or intent["autonomy"],
+            request.reasoning_effort or intent["reasoning_effort"],
+            request.puck_conversation_id or intent["puck_conversation_id"],
         )
         if retry.fingerprint() != intent["fingerprint"]:
             raise BatonError(
                 "idempotency_conflict",
-                f"requestKey {request_key!r} was already used for different arguments; "
-                "use a new key for new work",
+                f"requestKey {shown(request.request_key)!r} was already used for different "
+                "arguments; use a new key for new work",
                 runId=intent["run_id"],
             )
         return self.status(intent["run_id"])
 
-    def _continuable(self, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _continuable(self, run_id: str) -> dict[str, Any]:
+        """The session of ``run_id`` if a new run may follow it now; else the reason why not."""
         parent = self._row(run_id)
         session = self.store.session(parent["session_key"])
         assert session is not None
@@ -451,7 +330,7 @@ class Engine:
                 "this run ended before Droid created a session, so there is nothing to continue; "
                 "start a new task",
             )
-        return parent, session
+        return session
 
     def _recorded_workspace(self, recorded: str) -> str:
         canonical = approve_workspace(recorded, self.config.approvedDirectories)
@@ -488,48 +367,6 @@ class Engine:
         return row
 
     # -- execution -------------------------------------------------------------------------
-
-    def _insert_run(
-        self,
-        db: Any,
-        run_id: str,
-        request_key: str,
-        session_key: str,
-        parent_run_id: str | None,
-        workspace: str,
-        intent: Intent,
-        now: str,
-    ) -> None:
-        db.execute(
-            "INSERT INTO runs (run_id, request_key, session_key, parent_run_id, workspace, "
-            "autonomy, model, reasoning_effort, state, created_at, puck_conversation_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?)",
-            (
-                run_id,
-                request_key,
-                session_key,
-                parent_run_id,
-                workspace,
-                intent.autonomy,
-                intent.model,
-                intent.reasoning_effort,
-                now,
-                intent.puck_conversation_id,
-            ),
-        )
-        db.execute(
-            "INSERT INTO intents (request_key, fingerprint, run_id, autonomy, reasoning_effort, "
-            "created_at, puck_conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                request_key,
-                intent.fingerprint(),
-                run_id,
-                intent.autonomy,
-                intent.reasoning_effort,
-                now,
-                intent.puck_conversation_id,
-            ),
-        )
 
     def _launch(
         self,
@@ -611,9 +448,25 @@ class Engine:
         return list(reply["models"])
 
 
-def _has_lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+def _accepted(
+    run_id: str,
+    request_key: str,
+    session_key: str,
+    parent_run_id: str | None,
+    workspace: str,
+    intent: Intent,
+    now: str,
+) -> AcceptedRun:
+    return AcceptedRun(
+        run_id=run_id,
+        request_key=request_key,
+        session_key=session_key,
+        parent_run_id=parent_run_id,
+        workspace=workspace,
+        autonomy=intent.autonomy,
+        model=intent.model,
+        reasoning_effort=intent.reasoning_effort,
+        puck_conversation_id=intent.puck_conversation_id,
+        fingerprint=intent.fingerprint(),
+        created_at=now,
+    )

@@ -15,6 +15,18 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class TurnRequest:
+    """What a caller sent to ``droid_start`` / ``droid_continue``; None means omitted."""
+
+    request_key: str
+    prompt: str
+    model: str | None = None
+    reasoning_effort: str | None = None
+    autonomy: str | None = None
+    puck_conversation_id: str | None = None
+
+
+@dataclass(frozen=True)
 class Intent:
     """The effective request behind a start (``target`` = workspace) or continue (= runId)."""
 

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,23 @@ from baton.store.statedir import fsync_directory
 DB_NAME = "state.db"
 
 Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AcceptedRun:
+    """The columns of a newly accepted run and its intent (the prompt is only in the hash)."""
+
+    run_id: str
+    request_key: str
+    session_key: str
+    parent_run_id: str | None
+    workspace: str
+    autonomy: str
+    model: str | None
+    reasoning_effort: str | None
+    puck_conversation_id: str | None
+    fingerprint: str
+    created_at: str
 
 
 class Store:
@@ -194,6 +212,63 @@ class Store:
         ]
         with self.transaction() as db:
             db.execute(f"UPDATE runs SET {columns} WHERE run_id = ?", [*values, run_id])
+
+    def accept_run(self, run: AcceptedRun, *, new_session: bool) -> None:
+        """Commit an accepted run and its intent in one durable transaction.
+
+        ``new_session`` creates the run's session with the run as head; otherwise the run
+        becomes the head of its existing session (and sets its routing).
+        """
+        with self.transaction() as db:
+            if new_session:
+                db.execute(
+                    "INSERT INTO sessions (session_key, droid_session_id, workspace, head_run_id, "
+                    "created_at, puck_conversation_id) VALUES (?, NULL, ?, ?, ?, ?)",
+                    (
+                        run.session_key,
+                        run.workspace,
+                        run.run_id,
+                        run.created_at,
+                        run.puck_conversation_id,
+                    ),
+                )
+            else:
+                db.execute(
+                    "UPDATE sessions SET head_run_id = ?, puck_conversation_id = ? "
+                    "WHERE session_key = ?",
+                    (run.run_id, run.puck_conversation_id, run.session_key),
+                )
+            db.execute(
+                "INSERT INTO runs (run_id, request_key, session_key, parent_run_id, workspace, "
+                "autonomy, model, reasoning_effort, state, created_at, puck_conversation_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?)",
+                (
+                    run.run_id,
+                    run.request_key,
+                    run.session_key,
+                    run.parent_run_id,
+                    run.workspace,
+                    run.autonomy,
+                    run.model,
+                    run.reasoning_effort,
+                    run.created_at,
+                    run.puck_conversation_id,
+                ),
+            )
+            db.execute(
+                "INSERT INTO intents (request_key, fingerprint, run_id, autonomy, "
+                "reasoning_effort, created_at, puck_conversation_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.request_key,
+                    run.fingerprint,
+                    run.run_id,
+                    run.autonomy,
+                    run.reasoning_effort,
+                    run.created_at,
+                    run.puck_conversation_id,
+                ),
+            )
 
     def set_droid_session(self, session_key: str, droid_session_id: str) -> None:
         with self.transaction() as db:

@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError
 from baton import __version__
 from baton.config import Config
 from baton.engine.engine import Engine
+from baton.engine.intents import TurnRequest
 from baton.errors import BatonError
 
 log = logging.getLogger(__name__)
@@ -162,13 +163,10 @@ def build_server(engine: Engine) -> MCPServer:
     ) -> CallToolResult:
         return await _call(
             lambda: engine.start(
-                request_key=requestKey,
-                workspace=workspace,
-                prompt=prompt,
-                model=model,
-                reasoning_effort=reasoningEffort,
-                autonomy=autonomy,
-                puck_conversation_id=puckConversationId,
+                workspace,
+                TurnRequest(
+                    requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
+                ),
             )
         )
 
@@ -192,13 +190,10 @@ def build_server(engine: Engine) -> MCPServer:
     ) -> CallToolResult:
         return await _call(
             lambda: engine.continue_(
-                run_id=runId,
-                request_key=requestKey,
-                prompt=prompt,
-                model=model,
-                reasoning_effort=reasoningEffort,
-                autonomy=autonomy,
-                puck_conversation_id=puckConversationId,
+                runId,
+                TurnRequest(
+                    requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
+                ),
             )
         )
 
