@@ -201,6 +201,7 @@ class Execution:
             )
 
     def _on_session(self, message: dict[str, Any]) -> None:
+        self.workers.prime()  # the agent is up: a replacement spare no longer slows its start
         session_id = str(message.get("sessionId") or "")
         settings = message.get("settings") or {}
         row = self.store.session(self.session_key)

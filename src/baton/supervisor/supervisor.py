@@ -125,6 +125,10 @@ async def start_worker(env: Mapping[str, str]) -> WorkerHandle:
     return WorkerHandle(proc=proc, pid=proc.pid, started=started)
 
 
+#: Longest wait (seconds) between taking the spare worker and starting its replacement.
+REFILL_DELAY_S = 3.0
+
+
 class WorkerPool:
     """Hands out workers, keeping one started ahead of need.
 
@@ -134,6 +138,11 @@ class WorkerPool:
     durable before anything is launched *for it* holds, because the job (and with it the prompt)
     is sent only after the engine has committed the run. A spare whose server dies sees EOF on
     stdin and exits.
+
+    The replacement spare is not started at once: its imports would compete for the CPU with
+    the agent starting up in the worker just taken (measured: +100-300 ms on a real Droid turn
+    on 2 cores). The caller calls :meth:`prime` once that agent is up (its session is open);
+    :data:`REFILL_DELAY_S` after the take, the spare is started regardless.
     """
 
     def __init__(self, env: Mapping[str, str]) -> None:
@@ -157,7 +166,7 @@ class WorkerPool:
         handle = await self._take_spare()
         if handle is None:
             handle = await start_worker(self._env)
-        self.prime()
+        asyncio.get_running_loop().call_later(REFILL_DELAY_S, self.prime)
         await handle.send(job)
         return handle
 
