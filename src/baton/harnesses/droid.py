@@ -21,8 +21,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from droid_sdk.client import DroidClient
 from droid_sdk.errors import DroidError
@@ -41,6 +41,8 @@ from baton.harnesses.droid_turn import (
 )
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 EXEC_ARGS = ["exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"]
 
@@ -281,29 +283,20 @@ class DroidHarness:
         discovery or settings error, a settings-file ``amp-puck`` that replaces ours, a missing
         or denied puck, or another Amp tool still allowed.
         """
-        try:
-            servers = await asyncio.wait_for(client.list_mcp_servers(), _DISCOVERY_TIMEOUT_S)
-        except (DroidError, TimeoutError, ValueError) as exc:
-            raise puck.ReplyChannelError(
-                puck.UNAVAILABLE,
-                f"Droid MCP server listing failed: {_describe(exc)}; no prompt was submitted",
-            ) from exc
+        servers = await _channel_step(
+            client.list_mcp_servers(), puck.UNAVAILABLE, "Droid MCP server listing failed"
+        )
         puck.check_not_shadowed([s.model_dump(by_alias=True, mode="json") for s in servers.servers])
         tools = await self._list_tools(client)
         puck.check_puck_registered(tools)
         current = settings.get("disabledToolIds")
         existing = [i for i in current if isinstance(i, str)] if isinstance(current, list) else []
         wanted = puck.disabled_tool_ids(tools, existing)
-        try:
-            await asyncio.wait_for(
-                client.update_session_settings(disabled_tool_ids=wanted), _DISCOVERY_TIMEOUT_S
-            )
-        except (DroidError, TimeoutError, ValueError) as exc:
-            raise puck.ReplyChannelError(
-                puck.NOT_ISOLATED,
-                f"Droid did not apply disabledToolIds {wanted}: {_describe(exc)}; "
-                "no prompt was submitted",
-            ) from exc
+        await _channel_step(
+            client.update_session_settings(disabled_tool_ids=wanted),
+            puck.NOT_ISOLATED,
+            f"Droid did not apply disabledToolIds {wanted}",
+        )
         # settings_updated precedes the update's response on the wire, so it is already folded in.
         read_back = dict(turn.settings or {})
         puck.check_settings_hold(wanted, read_back)
@@ -318,13 +311,9 @@ class DroidHarness:
         return read_back
 
     async def _list_tools(self, client: DroidClient) -> list[dict[str, Any]]:
-        try:
-            listed = await asyncio.wait_for(client.list_tools(), _DISCOVERY_TIMEOUT_S)
-        except (DroidError, TimeoutError, ValueError) as exc:
-            raise puck.ReplyChannelError(
-                puck.UNAVAILABLE,
-                f"Droid tool discovery failed: {_describe(exc)}; no prompt was submitted",
-            ) from exc
+        listed = await _channel_step(
+            client.list_tools(), puck.UNAVAILABLE, "Droid tool discovery failed"
+        )
         return [t.model_dump(by_alias=True, mode="json") for t in listed.tools]
 
     async def _interrupt(self, client: DroidClient, turn: TurnState, spec: TurnSpec) -> TurnOutcome:
@@ -395,6 +384,16 @@ class DroidHarness:
         client.on_error(on_error)
         client.set_permission_handler(on_permission)
         client.set_ask_user_handler(on_ask_user)
+
+
+async def _channel_step(step: Awaitable[_T], reason: str, what: str) -> _T:
+    """One reply-channel request, bounded by the discovery timeout; failures fail closed."""
+    try:
+        return await asyncio.wait_for(step, _DISCOVERY_TIMEOUT_S)
+    except (DroidError, TimeoutError, ValueError) as exc:
+        raise puck.ReplyChannelError(
+            reason, f"{what}: {_describe(exc)}; no prompt was submitted"
+        ) from exc
 
 
 def _describe(exc: BaseException) -> str:
