@@ -164,9 +164,12 @@ class Store:
     def runs_page(self, offset: int, limit: int) -> tuple[list[Row], int]:
         """Runs newest first (by acceptance order) and the total count."""
         (total,) = self.db.execute("SELECT COUNT(*) FROM runs").fetchone()
+        # The page's seqs come from the compact runs_newest index; only those rows are joined.
         rows = _all(
             self.db.execute(
-                f"{_RUN_SELECT} ORDER BY runs.seq DESC LIMIT ? OFFSET ?", (limit, offset)
+                f"{_RUN_SELECT} WHERE runs.seq IN (SELECT seq FROM runs INDEXED BY runs_newest "
+                "ORDER BY seq DESC LIMIT ? OFFSET ?) ORDER BY runs.seq DESC",
+                (limit, offset),
             )
         )
         return rows, int(total)

@@ -69,6 +69,13 @@ V3 = """
 CREATE INDEX runs_unreaped ON runs(run_id) WHERE group_reaped = 0 AND worker_pid IS NOT NULL;
 """
 
+#: Version 4: ``droid_list`` skips ``offset`` runs newest first; without an index it walked the
+#: whole table, rows and all. A compact index of ``seq`` alone makes a page at offset 100k take
+#: ~1 ms instead of ~200 ms (measured in ``bench/``).
+V4 = """
+CREATE INDEX runs_newest ON runs(seq);
+"""
+
 #: MIGRATIONS[i] takes the schema from version i to i + 1.
-MIGRATIONS: list[str] = [V1, V2, V3]
+MIGRATIONS: list[str] = [V1, V2, V3, V4]
 SCHEMA_VERSION = len(MIGRATIONS)
