@@ -9,7 +9,6 @@ found on the model server.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +36,6 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(DROID is None, reason=droid_skip_reason()),
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
 
 
 class Setup:

@@ -55,6 +55,17 @@ class Host:
         )
         self.db = root / "state" / "state.db"
 
+    def serve_once(self) -> subprocess.CompletedProcess[bytes]:
+        """Run ``baton serve`` expecting it to refuse to start; its exit and output."""
+        return subprocess.run(
+            serve_cmd(self.config),
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
     def server(self) -> RawServer:
         return run_server(self.config, self.env)
 
@@ -123,14 +134,7 @@ def serve_cmd(config: Path) -> list[str]:
 def test_second_server_on_same_state_is_refused(host: Host) -> None:
     first = host.server()
     try:
-        second = subprocess.run(
-            serve_cmd(host.config),
-            env=host.env,
-            cwd=REPO,
-            capture_output=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
+        second = host.serve_once()
         assert second.returncode == 3
         assert f"owned by a running Baton (pid {first.pid})" in second.stderr.decode()
         assert second.stdout == b""
@@ -142,14 +146,7 @@ def test_second_server_on_same_state_is_refused(host: Host) -> None:
 
 def test_state_directory_0755_is_refused(host: Host) -> None:
     os.chmod(host.root / "state", 0o755)
-    refused = subprocess.run(
-        serve_cmd(host.config),
-        env=host.env,
-        cwd=REPO,
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    refused = host.serve_once()
     assert refused.returncode == 3
     assert "chmod 700" in refused.stderr.decode()
     assert not host.db.exists()
@@ -159,14 +156,7 @@ def test_garbage_database_is_refused_and_left_as_it_was(host: Host) -> None:
     garbage = os.urandom(8192)
     host.db.write_bytes(garbage)
     os.chmod(host.db, 0o600)
-    refused = subprocess.run(
-        serve_cmd(host.config),
-        env=host.env,
-        cwd=REPO,
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    refused = host.serve_once()
     assert refused.returncode == 3
     assert "left untouched" in refused.stderr.decode()
     assert host.db.read_bytes() == garbage
@@ -398,14 +388,7 @@ def test_uncreatable_state_directory_is_one_line_exit_3(tmp_path: Path) -> None:
     config = json.loads(host.config.read_text())
     config["stateDirectory"] = "/proc/baton-cannot-exist/state"
     host.config.write_text(json.dumps(config))
-    refused = subprocess.run(
-        serve_cmd(host.config),
-        env=host.env,
-        cwd=REPO,
-        capture_output=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    refused = host.serve_once()
     assert refused.returncode == 3
     assert "Traceback" not in refused.stderr.decode()
     assert "cannot create or read state directory" in refused.stderr.decode()

@@ -27,11 +27,6 @@ from tests.e2e.baton_client import (
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Env:
     def __init__(self, root: Path, fake_mode: str = "", **overrides: Any) -> None:
         self.config = write_config(root, str(FAKE_DROID), **overrides)

@@ -51,11 +51,6 @@ LISTENING = re.compile(r"baton: serving MCP on http://127\.0\.0\.1:(\d+)/mcp")
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --------------------------------------------------------------------------------------------
 # The server under test
 

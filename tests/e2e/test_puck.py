@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +52,6 @@ PUCK_ENTRY_NAME = "amp-puck"
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
 Json = dict[str, Any]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
 
 
 def script(marker: str, *steps: Json) -> str:

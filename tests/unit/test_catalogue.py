@@ -26,11 +26,6 @@ MODELS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Discovery:
     def __init__(self) -> None:
         self.calls = 0

@@ -16,11 +16,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def engine(tmp_path: Path) -> Engine:
     root = tmp_path / "root"
     (root / "app").mkdir(parents=True)

@@ -34,11 +34,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
     path.mkdir()
