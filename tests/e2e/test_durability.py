@@ -83,6 +83,13 @@ class Host:
         assert "error" not in view, view
         return view
 
+    def agent_child(self, timeout_s: float = 10) -> int:
+        """The pid of the ``sleep 600`` the fake agent started (``FAKE:spawn-sleep``)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.child_pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return int(self.child_pidfile.read_text())
+
     def agent_pids(self) -> list[int]:
         if not self.log.exists():
             return []
@@ -111,6 +118,13 @@ def wait_view(server: RawServer, run_id: str, done: Any, timeout_s: float = 30) 
             return view
         assert time.monotonic() < deadline, view
         time.sleep(0.05)
+
+
+def wait_dead(pid: int, timeout_s: float) -> None:
+    """Poll until ``pid`` is gone (or ``timeout_s`` passes); the caller asserts."""
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def terminal(server: RawServer, run_id: str, timeout_s: float = 30) -> dict[str, Any]:
@@ -195,9 +209,7 @@ def test_agent_ignoring_interrupt_is_killed_after_grace(host: Host) -> None:
         view = terminal(server, run["runId"])
         took = time.monotonic() - began
         # The terminal state is written before cleanup; the group is gone shortly after.
-        deadline = time.monotonic() + GRACE_MS / 1000 + 10
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_dead(pid, GRACE_MS / 1000 + 10)
         assert not pid_alive(pid)
     finally:
         server.close()
@@ -211,16 +223,11 @@ def test_cancel_kills_the_agents_tool_subprocess(host: Host) -> None:
     try:
         run = host.start(server, "sleeper", "FAKE:spawn-sleep")
         wait_view(server, run["runId"], lambda v: v["state"] == "running")
-        deadline = time.monotonic() + 10
-        while not host.child_pidfile.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        child = int(host.child_pidfile.read_text())
+        child = host.agent_child()
         assert pid_alive(child)
         server.tool("droid_cancel", {"runId": run["runId"]})
         view = terminal(server, run["runId"])
-        deadline = time.monotonic() + 10
-        while pid_alive(child) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_dead(child, 10)
         assert not pid_alive(child), "sleep 600 survived the cancel"
         # The slot is released once the group is gone: the same tree is usable again.
         again = host.start(server, "sleeper-2", "FAKE:text=ok")
@@ -239,9 +246,7 @@ def test_server_kill9_stops_every_group_and_restart_settles_unknown(host: Host) 
     terminal(server, done["runId"])
     live = host.start(server, "live-1", "FAKE:spawn-sleep")
     wait_view(server, live["runId"], lambda v: v["state"] == "running")
-    deadline = time.monotonic() + 10
-    while not host.child_pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    host.agent_child()
     server.kill9()
 
     survivors = wait_until_gone(host.tag, GRACE_MS / 1000 + 8)
@@ -283,10 +288,7 @@ def test_worker_kill9_settles_the_run_and_kills_its_group(host: Host) -> None:
     try:
         run = host.start(server, "w-1", "FAKE:spawn-sleep")
         wait_view(server, run["runId"], lambda v: v["state"] == "running")
-        deadline = time.monotonic() + 10
-        while not host.child_pidfile.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        child = int(host.child_pidfile.read_text())
+        child = host.agent_child()
         workers = [  # the worker running this run: the one with an agent (a spare has none)
             p
             for p in psutil.Process(server.pid).children()
@@ -295,9 +297,7 @@ def test_worker_kill9_settles_the_run_and_kills_its_group(host: Host) -> None:
         assert len(workers) == 1
         workers[0].kill()
         view = terminal(server, run["runId"])
-        deadline = time.monotonic() + 10
-        while pid_alive(child) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_dead(child, 10)
         alive = pid_alive(child)
     finally:
         server.close()

@@ -20,7 +20,7 @@ from baton.engine.clock import new_id, utc_now
 from baton.engine.execution import Execution
 from baton.engine.intents import Intent, TurnRequest
 from baton.engine.validation import OFFSET_MAX, check_request, effective_autonomy
-from baton.engine.views import TERMINAL_STATES, run_summary, run_view
+from baton.engine.views import TERMINAL_STATES, outcome_view, run_summary, run_view
 from baton.engine.workspaces import (
     TreeLock,
     approve_workspace,
@@ -224,7 +224,7 @@ class Engine:
             "state": row["state"],
             "terminal": terminal,
             "resultAvailable": bool(row["result_available"]),
-            "outcome": run_summary(row)["outcome"],
+            "outcome": outcome_view(row),
             "text": page.text,
             "offset": page.offset,
             "nextOffset": page.next_offset,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baton.engine.clock import utc_now
-from baton.engine.views import EVENTS_KEPT, TAIL_LIMIT
-from baton.harnesses.bounded import bounded
+from baton.engine.views import EVENTS_KEPT
+from baton.harnesses.bounded import TAIL_LIMIT, bounded
 from baton.paging import tail
 from baton.store import Store
 from baton.supervisor.supervisor import WorkerHandle, WorkerPool

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from baton.harnesses.bounded import TAIL_LIMIT
 from baton.paging import tail
 
 TERMINAL_STATES = frozenset(
     {"succeeded", "failed", "cancelled", "interrupted", "timed_out", "unknown"}
 )
-TAIL_LIMIT = 16_000
 EVENTS_KEPT = 20
 
 
@@ -38,6 +38,12 @@ def settings_view(row: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def outcome_view(row: dict[str, Any]) -> dict[str, Any] | None:
+    """``{kind, reason, message}`` once terminal, else None."""
+    outcome: dict[str, Any] | None = _loads(row["outcome_json"], None)
+    return outcome
+
+
 def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     """The short form used by ``droid_list``."""
     return {
@@ -49,7 +55,7 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
         "state": row["state"],
         "terminal": row["state"] in TERMINAL_STATES,
         "resultAvailable": bool(row["result_available"]),
-        "outcome": _loads(row["outcome_json"], None),
+        "outcome": outcome_view(row),
         "settings": settings_view(row),
         "createdAt": row["created_at"],
         "finishedAt": row["finished_at"],

@@ -8,6 +8,8 @@ from baton.paging import clip
 
 #: Each text field of an event is at most this many UTF-16 code units.
 EVENT_FIELD_LIMIT = 4000
+#: ``textTail`` and ``stderrTail`` keep at most this many UTF-16 code units.
+TAIL_LIMIT = 16_000
 
 
 def bounded(value: Any, limit: int = EVENT_FIELD_LIMIT, depth: int = 0) -> Any:

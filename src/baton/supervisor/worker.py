@@ -23,10 +23,10 @@ import time
 from typing import IO, Any
 
 from baton.harnesses.base import Declined, ReplyChannel, TurnOutcome, TurnSpec
+from baton.harnesses.bounded import TAIL_LIMIT
 from baton.harnesses.droid import DroidHarness
 from baton.paging import tail
 
-TEXT_TAIL_LIMIT = 16_000
 #: Text-tail reports are coalesced to at most one per this many seconds.
 _TEXT_FLUSH_S = 0.25
 
@@ -67,8 +67,8 @@ class PipeSink:
         # Trim only when well past the limit: re-encoding the tail on every delta is what a
         # 1,000 events/s stream would spend its CPU on. (Code points <= UTF-16 units.)
         self._text += delta
-        if len(self._text) > 4 * TEXT_TAIL_LIMIT:
-            self._text = tail(self._text, TEXT_TAIL_LIMIT)
+        if len(self._text) > 4 * TAIL_LIMIT:
+            self._text = tail(self._text, TAIL_LIMIT)
         self._text_dirty = True
         if time.monotonic() - self._last_flush >= _TEXT_FLUSH_S:
             self.flush_text()
@@ -77,11 +77,11 @@ class PipeSink:
         if self._text_dirty:
             self._text_dirty = False
             self._last_flush = time.monotonic()
-            self._text = tail(self._text, TEXT_TAIL_LIMIT)
+            self._text = tail(self._text, TAIL_LIMIT)
             self.send({"t": "text", "tail": self._text})
 
     def stderr(self, text: str) -> None:
-        self.send({"t": "stderr", "text": tail(text, TEXT_TAIL_LIMIT)})
+        self.send({"t": "stderr", "text": tail(text, TAIL_LIMIT)})
 
     def declined(self, declined: Declined) -> None:
         self.send({"t": "declined", "kind": declined.kind, "item": declined.item})
