@@ -95,8 +95,8 @@ def store_probes(site: Site, run_ids: list[str]) -> dict[str, list[int]]:
     """In-process timings (ns) of the store work behind a restart and behind every run.
 
     ``open``: ``Store(state).open()`` (integrity check, migrations check, WAL setup).
-    ``recoveryQueries``: ``live_runs()`` + ``unreaped_groups()``, what ``Engine.recover`` reads.
-    ``commit``: one ``update_run`` (its own ``synchronous=FULL`` transaction), as the engine
+    ``recoveryQueries``: ``live_runs()`` + ``unreaped_workers()``, what ``Engine.recover`` reads.
+    ``commit``: one ``save_stderr`` (its own ``synchronous=FULL`` transaction), as the engine
     does several times per run on its event loop (a probe text, reset afterwards).
     """
     samples: dict[str, list[int]] = {"open": [], "recoveryQueries": [], "commit": []}
@@ -112,11 +112,11 @@ def store_probes(site: Site, run_ids: list[str]) -> dict[str, list[int]]:
         for _ in range(STORE_OPEN_REPS):
             started = time.perf_counter_ns()
             store.live_runs()
-            store.unreaped_groups()
+            store.unreaped_workers()
             samples["recoveryQueries"].append(time.perf_counter_ns() - started)
         for index in range(COMMITS):
             started = time.perf_counter_ns()
-            store.update_run(run_ids[index % len(run_ids)], {"stderr_tail": f"probe {index}"})
+            store.save_stderr(run_ids[index % len(run_ids)], f"probe {index}")
             samples["commit"].append(time.perf_counter_ns() - started)
         with store.transaction() as db:
             db.executemany(

@@ -41,7 +41,7 @@ from tests.fakes.model_server import (
     write_droid_settings,
 )
 
-from baton.harnesses.droid import droid_exec_args
+from baton.harnesses.droid.settings import droid_exec_args
 from bench.common import (
     REPO,
     Json,

@@ -78,7 +78,7 @@ def seed_state(state_dir: Path, count: int, workspace: str) -> list[str]:
         fingerprint = Intent(
             "start", workspace, prompt, "fake-alpha", "high", "medium", None
         ).fingerprint()
-        sessions.append((session_key, droid_session, workspace, run_id, stamp))
+        sessions.append((session_key, droid_session, workspace, run_id, stamp, done))
         runs.append(
             (
                 run_id,
@@ -101,12 +101,12 @@ def seed_state(state_dir: Path, count: int, workspace: str) -> list[str]:
                 created.timestamp(),
             )
         )
-        intents.append((request_key, fingerprint, run_id, "high", "medium", stamp))
+        intents.append((request_key, fingerprint, run_id, session_key, "high", "medium", stamp))
         run_ids.append(run_id)
     with store.transaction() as db:
         db.executemany(
-            "INSERT INTO sessions (session_key, droid_session_id, workspace, head_run_id, "
-            "created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO sessions (session_key, agent_session_id, workspace, head_run_id, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
             sessions,
         )
         db.executemany(
@@ -118,8 +118,8 @@ def seed_state(state_dir: Path, count: int, workspace: str) -> list[str]:
             runs,
         )
         db.executemany(
-            "INSERT INTO intents (request_key, fingerprint, run_id, autonomy, reasoning_effort, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO intents (request_key, fingerprint, run_id, session_key, autonomy, "
+            "reasoning_effort, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             intents,
         )
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()

@@ -29,7 +29,7 @@ from droid_sdk.client import DroidClient
 from droid_sdk.schemas.enums import AutonomyLevel, DroidInteractionMode
 from droid_sdk.transport import ProcessTransport
 
-from baton.harnesses.droid import droid_exec_args
+from baton.harnesses.droid.settings import droid_exec_args
 from bench.common import (
     Json,
     Result,

@@ -90,6 +90,10 @@ class Config(BaseModel):
     """Wait (ms) after the protocol interrupt before the process group is killed."""
     modelCacheTtlMs: int = Field(default=60_000, ge=5000, le=600_000)
     """Model catalogue lifetime (ms)."""
+    setupTimeoutMs: int = Field(default=30_000, ge=1000, le=300_000)
+    """Longest wait (ms) for the agent to answer each setup request (open, resume, settings,
+    model listing); an agent that does not speak its protocol in that time fails the run
+    (``setup_failed``) instead of hanging. A healthy Droid answers in about a second."""
     puck: PuckConfig | None = None
     """Optional reply channel (``controller.md``)."""
 

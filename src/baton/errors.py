@@ -25,11 +25,30 @@ ErrorCode = Literal[
     "model_discovery_failed",
     "routing_not_configured",
     "internal_error",
+    # codes of the droid-mcp and Spawnea surfaces (each surface renders its own envelope)
+    "request_pending",
+    "unknown_session",
+    "unknown_request",
+    "unsupported_setting",
+    "rest_required",
+    "local_resume_refused",
+    "not_own_session",
+    "forbidden",
+    "not_found",
+    "conflict",
+    "operation_failed",
+    "cursor_expired",
 ]
 
 #: Codes a caller may retry unchanged after waiting (the condition is transient).
 _RETRYABLE: frozenset[str] = frozenset(
-    {"workspace_busy", "capacity_exhausted", "session_busy", "model_discovery_failed"}
+    {
+        "workspace_busy",
+        "capacity_exhausted",
+        "session_busy",
+        "model_discovery_failed",
+        "request_pending",
+    }
 )
 
 

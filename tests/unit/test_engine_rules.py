@@ -10,7 +10,7 @@ from baton.config import Config
 from baton.engine.engine import Engine
 from baton.engine.intents import Intent, TurnRequest
 from baton.errors import BatonError
-from baton.store import Store
+from baton.store import AcceptedRun, Settlement, Store
 
 pytestmark = pytest.mark.anyio
 
@@ -34,29 +34,50 @@ def engine(tmp_path: Path) -> Engine:
 
 
 def seed(engine: Engine, session: str, runs: list[tuple[str, str]], droid_id: str | None) -> None:
-    """A session whose runs (run_id, state) were accepted in order; the last one is head."""
+    """A session whose runs (run_id, state) were accepted in order; the last one is head.
+
+    Written through the store's own named writes, so the test does not depend on the schema.
+    """
     workspace = engine.config.approvedDirectories[0] + "/app"
-    with engine.store.transaction() as db:
-        db.execute(
-            "INSERT INTO sessions (session_key, droid_session_id, workspace, head_run_id, "
-            "created_at) VALUES (?, ?, ?, ?, '2026-01-01T00:00:00Z')",
-            (session, droid_id, workspace, runs[-1][0]),
+    parent = None
+    for run_id, state in runs:
+        intent = Intent("start", workspace, f"p-{run_id}", None, "low", None, None)
+        engine.store.accept_run(
+            AcceptedRun(
+                run_id=run_id,
+                turn_id=f"turn-{run_id}",
+                request_key=f"key-{run_id}",
+                session_key=session,
+                parent_run_id=parent,
+                workspace=workspace,
+                autonomy="low",
+                model=None,
+                reasoning_effort=None,
+                puck_conversation_id=None,
+                fingerprint=intent.fingerprint(),
+                created_at="2026-01-01T00:00:00Z",
+            ),
+            new_session=parent is None,
         )
-        parent = None
-        for run_id, state in runs:
-            db.execute(
-                "INSERT INTO runs (run_id, request_key, session_key, parent_run_id, workspace, "
-                "autonomy, state, created_at) VALUES (?, ?, ?, ?, ?, 'low', ?, "
-                "'2026-01-01T00:00:00Z')",
-                (run_id, f"key-{run_id}", session, parent, workspace, state),
+        if state not in ("accepted", "running"):
+            outcome = {"kind": "x", "reason": state, "message": state}
+            engine.store.settle(
+                run_id,
+                Settlement(
+                    state=state,
+                    outcome=outcome,
+                    finished_at="2026-01-01T00:00:01Z",
+                    result_text=None,
+                    result_available=False,
+                    events=[],
+                    text_tail="",
+                ),
             )
-            intent = Intent("start", workspace, f"p-{run_id}", None, "low", None, None)
-            db.execute(
-                "INSERT INTO intents (request_key, fingerprint, run_id, autonomy, created_at) "
-                "VALUES (?, ?, ?, 'low', '2026-01-01T00:00:00Z')",
-                (f"key-{run_id}", intent.fingerprint(), run_id),
-            )
-            parent = run_id
+        elif state == "running":
+            engine.store.mark_running(run_id)
+        parent = run_id
+    if droid_id is not None:
+        engine.store.set_agent_session(session, droid_id)
 
 
 async def rejection(engine: Engine, run_id: str, **extra: str) -> BatonError:

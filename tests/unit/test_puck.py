@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from baton.harnesses import puck
-from baton.harnesses.puck import ReplyChannelError
-from baton.supervisor.worker import reply_channel
+from baton.harnesses.droid import puck
+from baton.harnesses.droid.options import DroidOptions, ReplyChannel
+from baton.harnesses.droid.puck import ReplyChannelError
 
 RECIPIENT = "T-test-11111111-1111-4111-8111-111111111111"
 RUN = "run_abc123"
@@ -212,10 +212,15 @@ def test_with_coordination_appends_after_the_prompt() -> None:
 # ------------------------------------------------------------------------- worker job
 
 
+def reply_channel(options: dict[str, Any]) -> ReplyChannel | None:
+    return DroidOptions.parse({"droidPath": "/bin/true", **options}).reply_channel
+
+
 def test_worker_builds_the_channel_only_with_recipient_and_url() -> None:
-    assert reply_channel({"puckConversationId": RECIPIENT, "puckUrl": "http://h/mcp"}) is not None
-    assert reply_channel({"puckConversationId": RECIPIENT}) is None
-    assert reply_channel({"puckUrl": "http://h/mcp"}) is None
-    assert reply_channel({"puckConversationId": "", "puckUrl": "http://h/mcp"}) is None
-    channel = reply_channel({"puckConversationId": RECIPIENT, "puckUrl": "http://h/mcp"})
-    assert channel is not None and (channel.recipient, channel.url) == (RECIPIENT, "http://h/mcp")
+    url = "http://h/mcp"
+    assert reply_channel({"replyChannel": {"recipient": RECIPIENT, "url": url}}) is not None
+    assert reply_channel({"replyChannel": {"recipient": RECIPIENT}}) is None
+    assert reply_channel({"replyChannel": {"url": url}}) is None
+    assert reply_channel({"replyChannel": {"recipient": "", "url": url}}) is None
+    channel = reply_channel({"replyChannel": {"recipient": RECIPIENT, "url": url}})
+    assert channel is not None and (channel.recipient, channel.url) == (RECIPIENT, url)

@@ -52,13 +52,13 @@ def test_migration_from_v1_keeps_data_and_takes_byte_identical_backup(tmp_path: 
         intent = store.intent("key-1")
     finally:
         store.close()
-    assert version == SCHEMA_VERSION == 4
+    assert version == SCHEMA_VERSION == 5
     assert row is not None and row["result_text"] == "answer"
-    assert row["droid_session_id"] == "droid-uuid-1" and row["puck_conversation_id"] is None
+    assert row["agent_session_id"] == "droid-uuid-1" and row["puck_conversation_id"] is None
     assert intent is not None and intent["fingerprint"] == "f"
     backup = tmp_path / "state.db.v1.bak"
     assert digest(backup) == before
-    for step in (2, 3):  # one backup before each step
+    for step in (2, 3, 4):  # one backup before each step
         assert (tmp_path / f"state.db.v{step}.bak").exists()
     assert backup.stat().st_mode & 0o777 == 0o600
 

@@ -49,7 +49,7 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "runId": row["run_id"],
         "requestKey": row["request_key"],
-        "sessionId": row.get("droid_session_id"),
+        "sessionId": row.get("agent_session_id"),
         "parentRunId": row["parent_run_id"],
         "workspace": row["workspace"],
         "state": row["state"],

@@ -13,25 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from baton.errors import BatonError
-
-
-def is_within(path: str, root: str) -> bool:
-    """True if canonical ``path`` equals ``root`` or lies below it, by path components.
-
-    >>> is_within("/srv/app", "/srv")
-    True
-    >>> is_within("/srv-old/app", "/srv")
-    False
-    """
-    if path == root:
-        return True
-    root_parts = _parts(root)
-    path_parts = _parts(path)
-    return len(path_parts) > len(root_parts) and path_parts[: len(root_parts)] == root_parts
-
-
-def _parts(path: str) -> list[str]:
-    return [part for part in path.split(os.sep) if part]
+from baton.paths import is_within as is_within  # re-exported: older callers import it here
 
 
 def trees_overlap(a: str, b: str) -> bool:

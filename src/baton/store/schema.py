@@ -76,6 +76,84 @@ V4 = """
 CREATE INDEX runs_newest ON runs(seq);
 """
 
+#: Version 5: one store for every surface (``WAVE2.md`` §6.3). Sessions become surface- and
+#: harness-neutral (``agent_session_id`` instead of ``droid_session_id``; a session may exist before
+#: its first turn, so ``head_run_id`` is nullable: the table is rebuilt). Runs carry the agent's
+#: turn id. Worker process groups get their own table with the identity proof of ``procs`` (a
+#: marker; rows carried over from ``runs`` have none). Intents are keyed by ``(surface,
+#: request_key)`` and gain the pending/expiry/epoch/result columns droid-mcp and Spawnea need
+#: (rebuilt: SQLite cannot change a primary key in place).
+V5 = """
+CREATE TABLE sessions_v5 (
+    session_key TEXT PRIMARY KEY,
+    surface TEXT NOT NULL DEFAULT 'controller',
+    harness TEXT NOT NULL DEFAULT 'droid',
+    agent_session_id TEXT,
+    workspace TEXT NOT NULL,
+    head_run_id TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT,
+    puck_conversation_id TEXT,
+    parent_session_key TEXT,
+    name TEXT,
+    task TEXT,
+    alias TEXT,
+    status TEXT NOT NULL DEFAULT 'open',
+    closed_at TEXT,
+    settings_json TEXT,
+    attach_json TEXT
+);
+INSERT INTO sessions_v5 (session_key, agent_session_id, workspace, head_run_id, created_at,
+    updated_at, puck_conversation_id)
+    SELECT session_key, droid_session_id, workspace, head_run_id, created_at, created_at,
+    puck_conversation_id FROM sessions;
+DROP TABLE sessions;
+ALTER TABLE sessions_v5 RENAME TO sessions;
+CREATE INDEX sessions_parent ON sessions(parent_session_key) WHERE parent_session_key IS NOT NULL;
+CREATE INDEX sessions_agent ON sessions(agent_session_id) WHERE agent_session_id IS NOT NULL;
+CREATE INDEX sessions_recent ON sessions(surface, updated_at);
+ALTER TABLE runs ADD COLUMN turn_id TEXT;
+CREATE TABLE workers (
+    pgid INTEGER NOT NULL,
+    started REAL NOT NULL,
+    marker TEXT,
+    session_key TEXT NOT NULL,
+    run_id TEXT,
+    created_at TEXT NOT NULL,
+    reaped INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (pgid, started)
+);
+CREATE INDEX workers_unreaped ON workers(pgid) WHERE reaped = 0;
+INSERT OR IGNORE INTO workers (pgid, started, marker, session_key, run_id, created_at)
+    SELECT worker_pid, COALESCE(worker_started, 0), NULL, session_key, run_id, created_at
+    FROM runs WHERE worker_pid IS NOT NULL AND group_reaped = 0;
+UPDATE runs SET group_reaped = 1 WHERE worker_pid IS NOT NULL AND group_reaped = 0;
+CREATE TABLE intents_v5 (
+    surface TEXT NOT NULL DEFAULT 'controller',
+    request_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'done',
+    run_id TEXT,
+    session_key TEXT,
+    autonomy TEXT,
+    reasoning_effort TEXT,
+    puck_conversation_id TEXT,
+    result_json TEXT,
+    epoch TEXT,
+    created_at TEXT NOT NULL,
+    expires_at TEXT,
+    PRIMARY KEY (surface, request_key)
+);
+INSERT INTO intents_v5 (surface, request_key, fingerprint, state, run_id, session_key, autonomy,
+    reasoning_effort, puck_conversation_id, created_at)
+    SELECT 'controller', intents.request_key, intents.fingerprint, 'done', intents.run_id,
+    runs.session_key, intents.autonomy, intents.reasoning_effort, intents.puck_conversation_id,
+    intents.created_at FROM intents LEFT JOIN runs ON runs.run_id = intents.run_id;
+DROP TABLE intents;
+ALTER TABLE intents_v5 RENAME TO intents;
+CREATE INDEX intents_expiry ON intents(expires_at) WHERE expires_at IS NOT NULL;
+"""
+
 #: MIGRATIONS[i] takes the schema from version i to i + 1.
-MIGRATIONS: list[str] = [V1, V2, V3, V4]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)

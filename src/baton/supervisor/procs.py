@@ -1,4 +1,5 @@
-"""OS-specific process-group code, kept in one place (POSIX only).
+"""OS-specific process-group code, kept in one place (POSIX only). Every signal Baton sends to a
+worker's group goes through this module.
 
 Why it looks like this:
 - Each worker is started with ``start_new_session=True``, so its pid is also its process group id
@@ -6,22 +7,47 @@ Why it looks like this:
   reaches all of them, unless a tool deliberately detaches into a new session.
 - ``os.killpg(pgid, 0)`` probes a group: ``ESRCH`` proves no process is left in it; ``EPERM``
   proves the opposite (something exists that we may not signal), so it is never read as absence.
-- A recorded pgid alone is not proof a group is still ours: after our processes die, the number
-  can be reused. We only signal a recorded group after finding members whose start time is not
-  earlier than the recorded worker's start time.
+- A recorded pgid alone is no proof that a group is still ours: once all of our processes are gone
+  the number can be handed to an unrelated group. Start times cannot prove ownership either: an
+  unrelated process that took the number necessarily started *later* than our worker. So every
+  worker carries a marker, a random token in its environment (:data:`MARKER_ENV`) that the agent
+  and its tools inherit. A group is ours only if (a) its leader, when still alive, has exactly the
+  recorded start time, and (b) at least one member carries our marker. A group id stays allocated
+  while any member lives, so one marked member proves the whole group is still the one we made.
+  Rows recorded before markers existed are only killed when the leader is alive with exactly the
+  recorded start time.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 import signal
 import time
+from dataclasses import dataclass
 
 import psutil
 
-#: Slack (seconds) when comparing psutil create times, which are rounded to clock ticks.
-_START_SLACK = 0.05
+#: Environment variable holding a worker's marker; inherited by everything the worker starts.
+MARKER_ENV = "BATON_WORKER_MARKER"
+#: psutil create times are computed from clock ticks (10 ms); equal starts agree far closer.
+_SAME_START_S = 0.02
+
+
+def new_marker() -> str:
+    """A fresh, unguessable worker marker."""
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerGroup:
+    """A worker's process group as recorded: ``pgid`` (= the worker's pid), the worker's start
+    time in seconds since the epoch, and its marker (None for rows from before markers)."""
+
+    pgid: int
+    started: float
+    marker: str | None
 
 
 def start_time(pid: int) -> float | None:
@@ -45,23 +71,12 @@ def group_exists(pgid: int) -> bool:
     return True
 
 
-def our_group_members(pgid: int, not_before: float) -> list[int]:
-    """Pids in group ``pgid`` started no earlier than ``not_before`` (i.e. plausibly ours)."""
-    members: list[int] = []
-    for proc in psutil.process_iter(["pid", "create_time"]):
-        try:
-            if os.getpgid(proc.pid) != pgid:
-                continue
-        except OSError:
-            continue
-        created = proc.info.get("create_time")
-        if created is not None and float(created) + _START_SLACK >= not_before:
-            members.append(proc.pid)
-    return members
-
-
 def signal_group(pgid: int, sig: signal.Signals) -> bool:
-    """Send ``sig`` to the group; False if the group no longer exists."""
+    """Send ``sig`` to the group; False if the group no longer exists.
+
+    Only for a group whose leader we have not yet reaped (its pid cannot have been reused); for a
+    recorded group use :func:`kill_recorded_group`, which proves ownership first.
+    """
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
@@ -71,29 +86,56 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
     return True
 
 
-def kill_recorded_group(pgid: int, worker_started: float, wait_s: float = 5.0) -> bool:
-    """SIGKILL a recorded group if (and only if) it still holds processes we started.
+def kill_own_group() -> None:
+    """SIGKILL the caller's own process group (a worker whose server is gone), itself included."""
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
-    Returns True if nothing of ours is left in the group afterwards. Blocking; ``wait_s`` bounds
-    the wait for the kernel to reap the killed processes.
+
+def _members(pgid: int) -> list[psutil.Process]:
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (OSError, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _marked(proc: psutil.Process, marker: str) -> bool:
+    try:
+        return bool(proc.environ().get(MARKER_ENV) == marker)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+        return False
+
+
+def ours(group: WorkerGroup) -> bool:
+    """True if live members of ``group`` are provably the ones we started (module docstring)."""
+    members = _members(group.pgid)
+    if not members:
+        return False
+    leader = next((p for p in members if p.pid == group.pgid), None)
+    if leader is not None:
+        started = start_time(leader.pid)
+        if started is None or abs(started - group.started) > _SAME_START_S:
+            return False  # the number now belongs to another process's group
+    if group.marker is None:
+        return leader is not None and group.started > psutil.boot_time()
+    return any(_marked(p, group.marker) for p in members)
+
+
+def kill_recorded_group(group: WorkerGroup, wait_s: float = 5.0) -> bool:
+    """SIGKILL a recorded group if (and only if) it is provably still ours.
+
+    Returns True when nothing of ours is left in it (also when it was never ours or is empty).
+    Blocking; ``wait_s`` bounds the wait for the kernel to reap the killed processes.
     """
-    if not our_group_members(pgid, worker_started):
+    if not ours(group):
         return True
-    signal_group(pgid, signal.SIGKILL)
+    signal_group(group.pgid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if not _live_members(pgid, worker_started):
+        if not ours(group):
             return True
         time.sleep(0.05)
-    return not _live_members(pgid, worker_started)
-
-
-def _live_members(pgid: int, not_before: float) -> list[int]:
-    alive: list[int] = []
-    for pid in our_group_members(pgid, not_before):
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
+    return not ours(group)

@@ -1,115 +1,144 @@
-"""Server side of the worker pipe: spawn a worker in its own process group, exchange JSON lines.
+"""Server side of the worker pipe: spawn a worker in its own process group, exchange wire lines.
 
-Protocol (one JSON object per line):
-
-- server → worker, stdin: first the job (``{"kind": "turn" | "models", ...}``), later
-  ``{"op": "cancel"}``. EOF on the worker's stdin means the server is gone: the worker stops its
-  group (see :mod:`baton.supervisor.worker`).
-- worker → server, stdout: progress messages (``{"t": ...}``), ending with ``terminal`` (a turn)
-  or ``models`` (a catalogue).
-
-The worker's stderr is our stderr (never our stdout: a stdio server's stdout is JSON-RPC only).
+The protocol is :mod:`baton.supervisor.wire`. The worker's stderr is our stderr (never our stdout:
+a stdio server's stdout is JSON-RPC only). All signalling goes through :mod:`procs`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from baton.supervisor import procs
+from pydantic import BaseModel, ValidationError
+
+from baton.supervisor import procs, wire
+
+log = logging.getLogger(__name__)
 
 #: Worker → server lines can carry a whole final answer; allow far more than the agent's 5 MB.
 _LINE_LIMIT = 64 * 1024 * 1024
 
-#: Environment variables never passed to workers (and so to agents): transport secrets.
-SECRET_ENV_PREFIXES = ("BATON_TOKEN", "BATON_HTTP_TOKEN")
+#: Environment variables never passed to workers (and so to agents): transport and gateway
+#: secrets, and a marker inherited from an enclosing Baton worker.
+SECRET_ENV_NAMES = frozenset({"DROID_MCP_TOKEN", procs.MARKER_ENV})
+SECRET_ENV_PREFIXES = ("BATON_TOKEN", "BATON_HTTP_TOKEN", "BATON_GATEWAY_TOKEN")
 
 
 def worker_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Our environment minus transport secrets, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(SECRET_ENV_PREFIXES)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in SECRET_ENV_NAMES and not k.startswith(SECRET_ENV_PREFIXES)
+    }
     env.update(extra or {})
     return env
 
 
 @dataclass
 class WorkerHandle:
-    """A running worker: its pid (= process group id) and start time, and the pipe to it."""
+    """A running worker: its process, its recorded group identity, and the pipe to it."""
 
     proc: asyncio.subprocess.Process
-    pid: int
-    started: float
+    group: procs.WorkerGroup
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def send(self, message: Mapping[str, Any]) -> bool:
-        """Write one line to the worker; False if the pipe is already closed."""
+    @property
+    def pid(self) -> int:
+        return self.group.pgid
+
+    @property
+    def exited(self) -> bool:
+        return self.proc.returncode is not None
+
+    async def send(self, message: BaseModel) -> bool:
+        """Write one wire line to the worker; False if the pipe is already closed."""
         stdin = self.proc.stdin
         if stdin is None or stdin.is_closing():
             return False
         async with self._write_lock:
             try:
-                stdin.write(json.dumps(message).encode() + b"\n")
+                stdin.write(wire.encode(message))
                 await stdin.drain()
             except (BrokenPipeError, ConnectionResetError):
                 return False
         return True
 
-    async def messages(self) -> AsyncIterator[dict[str, Any]]:
-        """Lines from the worker until its stdout closes; malformed lines are skipped."""
+    def close_stdin(self) -> None:
+        """Tell the worker its server is gone (it then stops, or detaches, by its job's rule)."""
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+
+    async def reports(self) -> AsyncIterator[wire.Report]:
+        """Reports from the worker until its stdout closes. A malformed line is logged and
+        skipped; an oversized one (the worker is broken) is logged and ends the stream."""
         stdout = self.proc.stdout
         assert stdout is not None
         while True:
             try:
                 line = await stdout.readline()
-            except ValueError:  # a line over _LINE_LIMIT: the worker is broken
+            except ValueError:
+                log.error(
+                    "worker %d sent a line over %d bytes; ignoring the rest", self.pid, _LINE_LIMIT
+                )
                 break
             if not line:
                 break
             try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(message, dict):
-                yield message
+                yield wire.REPORT.validate_json(line)
+            except ValidationError as exc:
+                log.error(
+                    "worker %d sent a malformed report (%s): %.200r",
+                    self.pid,
+                    exc.errors()[:1],
+                    line,
+                )
 
-    def signal_group(self, sig: signal.Signals) -> bool:
-        """Signal the whole group (worker, agent, the agent's tools)."""
-        return procs.signal_group(self.pid, sig)
+    async def terminate(self, grace_s: float = 2.0) -> None:
+        """The one escalation ladder: SIGTERM to the group, ``grace_s``, then SIGKILL.
+
+        Used while the worker is unreaped (so its pid, the group id, is still ours).
+        """
+        if self.exited:
+            return
+        procs.signal_group(self.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(self.proc.wait()), grace_s)
+        except TimeoutError:
+            procs.signal_group(self.pid, signal.SIGKILL)
 
     async def wait_gone(self, term_after_s: float | None = None) -> int:
         """Wait for the worker to exit, then make sure nothing of its group survives.
 
-        If ``term_after_s`` is given and the worker is still running after that many seconds,
-        the group gets SIGTERM and, two seconds later, SIGKILL. Returns the worker's exit status.
+        With ``term_after_s``, a worker still running after that many seconds is terminated
+        (:meth:`terminate`). Returns the worker's exit status.
         """
         if term_after_s is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self.proc.wait()), term_after_s)
             except TimeoutError:
-                self.signal_group(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(asyncio.shield(self.proc.wait()), 2.0)
-                except TimeoutError:
-                    self.signal_group(signal.SIGKILL)
+                await self.terminate()
         code = await self.proc.wait()
-        await asyncio.to_thread(procs.kill_recorded_group, self.pid, self.started)
+        await asyncio.to_thread(procs.kill_recorded_group, self.group)
         return code
 
 
 async def start_worker(env: Mapping[str, str]) -> WorkerHandle:
-    """Start ``python -m baton.supervisor.worker`` in a new session; it waits for its job.
+    """Start ``python -m baton.supervisor.worker`` in a new session with a fresh marker; it waits
+    for its job.
 
     Raises
     ------
     OSError
-        If the interpreter cannot be started.
+        If the interpreter cannot be started, or the new process vanished before its start time
+        could be read (its identity could not be recorded).
     """
+    marker = procs.new_marker()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -118,11 +147,15 @@ async def start_worker(env: Mapping[str, str]) -> WorkerHandle:
         stdout=asyncio.subprocess.PIPE,
         stderr=None,
         start_new_session=True,
-        env=dict(env),
+        env={**env, procs.MARKER_ENV: marker},
         limit=_LINE_LIMIT,
     )
-    started = procs.start_time(proc.pid) or 0.0
-    return WorkerHandle(proc=proc, pid=proc.pid, started=started)
+    started = procs.start_time(proc.pid)
+    if started is None:
+        proc.kill()
+        await proc.wait()
+        raise OSError("the worker exited before its identity could be recorded")
+    return WorkerHandle(proc=proc, group=procs.WorkerGroup(proc.pid, started, marker))
 
 
 #: Longest wait (seconds) between taking the spare worker and starting its replacement.
@@ -155,8 +188,8 @@ class WorkerPool:
         if self._spare is None and not self._closed:
             self._spare = asyncio.ensure_future(start_worker(self._env))
 
-    async def spawn(self, job: Mapping[str, Any]) -> WorkerHandle:
-        """A worker (the spare if it is healthy, else a new one) that has been sent ``job``.
+    async def take(self) -> WorkerHandle:
+        """A worker waiting for its job: the spare if it is healthy, else a new one.
 
         Raises
         ------
@@ -167,6 +200,17 @@ class WorkerPool:
         if handle is None:
             handle = await start_worker(self._env)
         asyncio.get_running_loop().call_later(REFILL_DELAY_S, self.prime)
+        return handle
+
+    async def spawn(self, job: BaseModel) -> WorkerHandle:
+        """A worker that has been sent ``job`` (for jobs that need no recorded identity first).
+
+        Raises
+        ------
+        OSError
+            If no worker can be started.
+        """
+        handle = await self.take()
         await handle.send(job)
         return handle
 
@@ -174,8 +218,8 @@ class WorkerPool:
         """Stop the spare, if any (closing its stdin makes it exit)."""
         self._closed = True
         handle = await self._take_spare()
-        if handle is not None and handle.proc.stdin is not None:
-            handle.proc.stdin.close()
+        if handle is not None:
+            handle.close_stdin()
             await handle.wait_gone(term_after_s=5.0)
 
     async def _take_spare(self) -> WorkerHandle | None:
@@ -186,6 +230,6 @@ class WorkerPool:
             handle = await spare
         except OSError:
             return None
-        if handle.proc.returncode is not None:
+        if handle.exited:
             return None
         return handle

@@ -1,0 +1,148 @@
+"""Surface policies: each surface's answers to what the three contracts disagree on.
+
+The engine reads these values and never branches on a surface's name (``WAVE2.md`` §5). One
+frozen :class:`SurfacePolicy` per surface:
+
+=================  ====================  ======================  =========================
+topic              controller            droid-mcp               spawnea
+=================  ====================  ======================  =========================
+prompts            ``auto`` (rule)       ``ask`` (caller)        ``screen`` (typed answers)
+default autonomy   config default        ``off``                 config default
+idempotency        permanent keys        7 days, pending state   daemon epoch
+concurrency        tree locks + cap      3 live turns, 1/repo    shared trees allowed
+lifetime           per turn              per session             detached (tmux)
+text units         UTF-16 code units     UTF-8 bytes             UTF-8 bytes
+call deadline      90 s                  60 s                    40 s
+=================  ====================  ======================  =========================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from baton.supervisor.wire import Lifetime
+
+SurfaceName: TypeAlias = Literal["controller", "droid-mcp", "spawnea"]
+#: ``auto``: a rule answers at once (the controller); ``ask``: prompts wait for the caller
+#: (droid-mcp ``droid_respond``); ``screen``: the agent draws its own dialog and the caller types
+#: the answer (tmux, Spawnea).
+PromptMode: TypeAlias = Literal["auto", "ask", "screen"]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeLocks:
+    """A writer needs its whole workspace tree to itself (read-only ``off`` runs share), across
+    every Baton process of the user; at most ``max_live`` live sessions (config
+    ``maxConcurrentRuns``, read at admission)."""
+
+    kind: Literal["tree_locks"] = "tree_locks"
+
+
+@dataclass(frozen=True, slots=True)
+class RepoSlots:
+    """At most ``max_live`` turns running or waiting on a prompt, and ``per_repo`` per repository
+    (the nearest ancestor containing ``.git``): ``droid-mcp.md``, "Concurrency limits"."""
+
+    max_live: int = 3
+    per_repo: int = 1
+    kind: Literal["repo_slots"] = "repo_slots"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedAllowed:
+    """Sessions may share a tree (Spawnea's ``same-project`` children); finalization is guarded
+    separately."""
+
+    kind: Literal["shared"] = "shared"
+
+
+ConcurrencyRule: TypeAlias = TreeLocks | RepoSlots | SharedAllowed
+
+
+@dataclass(frozen=True, slots=True)
+class Permanent:
+    """A key replays its run forever, also after restarts; different arguments conflict."""
+
+    kind: Literal["permanent"] = "permanent"
+
+
+@dataclass(frozen=True, slots=True)
+class Expiring:
+    """Keys are pending before the action and kept ``days`` days (``droid-mcp.md``,
+    "Idempotency keys")."""
+
+    days: int = 7
+    kind: Literal["expiring"] = "expiring"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessEpoch:
+    """Keys replay only within the daemon instance that recorded them (Spawnea bootstrap)."""
+
+    kind: Literal["epoch"] = "epoch"
+
+
+IdempotencyRule: TypeAlias = Permanent | Expiring | ProcessEpoch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SurfacePolicy:
+    """One surface's rules, read by the engine (see the module docstring)."""
+
+    name: SurfaceName
+    prompts: PromptMode
+    default_autonomy: Literal["off", "low", "medium", "high", "config"]
+    """``config`` means the host's ``defaultAutonomy``."""
+    spec_when_off: bool
+    """Autonomy ``off`` runs Droid in Spec mode (read-only) rather than Auto mode asking."""
+    idempotency: IdempotencyRule
+    concurrency: ConcurrencyRule
+    lifetime: Lifetime
+    text_units: Literal["utf16", "utf8"]
+    max_call_s: float
+    """The longest a tool call of this surface may legitimately take (HTTP deadline floor)."""
+    events_kept: int
+    """Events kept per live session for cursor reads (``droid_wait``, ``get_turn``)."""
+
+
+CONTROLLER = SurfacePolicy(
+    name="controller",
+    prompts="auto",
+    default_autonomy="config",
+    spec_when_off=True,
+    idempotency=Permanent(),
+    concurrency=TreeLocks(),
+    lifetime="per_turn",
+    text_units="utf16",
+    max_call_s=90.0,
+    events_kept=1000,
+)
+
+DROID_MCP = SurfacePolicy(
+    name="droid-mcp",
+    prompts="ask",
+    default_autonomy="off",
+    spec_when_off=False,
+    idempotency=Expiring(days=7),
+    concurrency=RepoSlots(max_live=3, per_repo=1),
+    lifetime="per_session",
+    text_units="utf8",
+    max_call_s=60.0,
+    events_kept=1000,
+)
+
+SPAWNEA = SurfacePolicy(
+    name="spawnea",
+    prompts="screen",
+    default_autonomy="config",
+    spec_when_off=False,
+    idempotency=ProcessEpoch(),
+    concurrency=SharedAllowed(),
+    lifetime="detached",
+    text_units="utf8",
+    max_call_s=40.0,
+    events_kept=1000,
+)
+
+POLICIES: dict[str, SurfacePolicy] = {p.name: p for p in (CONTROLLER, DROID_MCP, SPAWNEA)}

@@ -1,0 +1,5 @@
+"""The Droid harness (``droid exec`` stream-jsonrpc through ``droid-sdk``)."""
+
+from baton.harnesses.droid.harness import DroidHarness, DroidSession
+
+__all__ = ["DroidHarness", "DroidSession"]

@@ -1,0 +1,41 @@
+"""Harnesses by name: the worker builds the one its job names (``WAVE2.md`` §6.4).
+
+A harness is built from its session options only (``SessionSpec.options``), so the worker needs no
+knowledge of any particular agent. Imports are deferred: a worker pays only for the harness its
+job uses (``droid_sdk`` alone costs about half a second of imports, measured in ``bench/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from baton.harnesses.base import Harness
+
+
+def _droid(options: Mapping[str, Any]) -> Harness:
+    from baton.harnesses.droid import DroidHarness
+    from baton.harnesses.droid.options import DroidOptions
+
+    parsed = DroidOptions.parse(options)
+    return DroidHarness(parsed.droid_path, parsed.settings_file)
+
+
+HARNESSES: dict[str, Callable[[Mapping[str, Any]], Harness]] = {"droid": _droid}
+
+
+def build_harness(name: str, options: Mapping[str, Any]) -> Harness:
+    """The harness called ``name``, configured from ``options``.
+
+    Raises
+    ------
+    KeyError
+        If no harness has that name.
+    ValueError
+        If the options are not valid for it.
+    """
+    try:
+        factory = HARNESSES[name]
+    except KeyError:
+        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES)}") from None
+    return factory(options)
