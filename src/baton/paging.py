@@ -1,5 +1,8 @@
 """Bounded text for callers: UTF-16 paging and truncation.
 
+Unpaired surrogates pass through unchanged (``surrogatepass``): a streamed text may end in half
+of a pair that the next piece completes; cleaning is :func:`baton.text.clean`'s job.
+
 Offsets count UTF-16 code units (JavaScript string characters), as ``controller-tools.md`` pins, so
 callers in any language page losslessly. A page never splits a surrogate pair.
 """
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 
 def utf16_len(text: str) -> int:
     """Length of ``text`` in UTF-16 code units."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ def page_utf16(text: str, offset: int, limit: int) -> Page:
     """
     if offset < 0 or limit < 1:
         raise ValueError("offset must be >= 0 and limit >= 1")
-    units = text.encode("utf-16-le")
+    units = text.encode("utf-16-le", "surrogatepass")
     total = len(units) // 2
 
     def is_low_surrogate(index: int) -> bool:
@@ -53,7 +56,7 @@ def page_utf16(text: str, offset: int, limit: int) -> Page:
         end -= 1
         if end == start:  # a limit of 1 at a pair: take the whole pair rather than stall
             end = start + 2
-    chunk = units[2 * start : 2 * end].decode("utf-16-le")
+    chunk = units[2 * start : 2 * end].decode("utf-16-le", "surrogatepass")
     return Page(
         text=chunk,
         offset=start,

@@ -48,8 +48,9 @@ Prompt directives (tokens in the prompt text; several may be combined)::
 Environment::
 
     FAKE_DROID_MODE           comma list: coerce-model, coerce-autonomy, crash-on-initialize
-                              (exit 4), hang-on-initialize, models-fail, slow-exit (6 s delay
-                              before exiting on stdin EOF / SIGTERM, like the real CLI offline),
+                              (exit 4), hang-on-initialize, models-fail (and a line on stderr),
+                              slow-exit (6 s delay before exiting on stdin EOF / SIGTERM, like
+                              the real CLI offline),
                               reject-disabled-tools (update_session_settings with
                               disabledToolIds answers -32602), ignore-disabled-tools (session MCP
                               tools stay currentlyAllowed whatever disabledToolIds says),
@@ -778,6 +779,8 @@ class FakeDroid:
 
     def list_models(self, request_id: str, params: JsonObj) -> None:
         if "models-fail" in self.modes:
+            sys.stderr.write("fake droid: the model catalogue could not be loaded\n")
+            sys.stderr.flush()
             raise RpcError(INTERNAL_ERROR, "Failed to load the model catalogue (fake models-fail)")
         include_disabled = params.get("includeDisabled") is True
         models = [m for m in self.models if include_disabled or not m.get("disabled")]

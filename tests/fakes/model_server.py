@@ -37,8 +37,10 @@ Steps
 ``{"text": "final words", "chunks": 3, "delayMs": 0}``
     Stream ``text`` as assistant content deltas split into ``chunks`` near-equal pieces
     (default 1, clamped to ``len(text)``), sleeping ``delayMs`` milliseconds between pieces
-    (default 0); ``finish_reason`` ``"stop"``. A large ``chunks * delayMs`` makes a slow turn for
-    interrupt tests; the stream stops early if Droid hangs up or the server stops.
+    (default 0); ``finish_reason`` ``"stop"``. ``"pieces": ["a", "b"]`` instead streams exactly
+    those deltas (a piece may be one lone half of a surrogate pair, sent as a JSON ``\\ud83d``
+    escape, as a real provider may split an emoji). A large ``chunks * delayMs`` makes a slow
+    turn for interrupt tests; the stream stops early if Droid hangs up or the server stops.
 ``{"tool": "Create", "args": {...}, "text": "optional preamble"}``
     Stream one tool call in OpenAI format: a first delta with ``index``, ``id``, ``type`` and
     ``function.name`` with empty ``arguments``, then the JSON-encoded ``args`` in three
@@ -407,7 +409,10 @@ class _Handler(BaseHTTPRequestHandler):
         text = text if isinstance(text, str) else ""
         tool = step.get("tool")
         pieces: list[str] = []
-        if text or not isinstance(tool, str):
+        given = step.get("pieces")
+        if isinstance(given, list) and all(isinstance(p, str) for p in given):
+            pieces = list(given)  # exact deltas, e.g. one half of a surrogate pair each
+        elif text or not isinstance(tool, str):
             pieces = _split(text, _int(step.get("chunks"), 1))
         delay = _int(step.get("delayMs"), 0) / 1000.0
         first = True

@@ -1,8 +1,10 @@
 """JSON views of runs, as ``controller-tools.md`` ("Run view") pins them.
 
 Views are built from a store row, overlaid with the fresher in-memory progress of a live run.
-Every string is bounded: events (last 20) have text fields of at most 4000 UTF-16 code units;
-``textTail`` and ``stderrTail`` at most 16000.
+Every string is bounded: events (last 20) have text fields of at most 4000 UTF-16 code units and
+are at most 8000 as a whole; ``textTail`` and ``stderrTail`` at most 16000; and the whole view at
+most 32000 (:func:`bound_view`), so one call can never flood a caller's context (issue W2-1,
+item 8). What was clipped to meet the whole-view bound is named in ``clipped``.
 """
 
 from __future__ import annotations
@@ -10,13 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from baton.harnesses.bounded import TAIL_LIMIT
-from baton.paging import tail
+from baton.harnesses.bounded import TAIL_LIMIT, bounded
+from baton.paging import tail, utf16_len
 
 TERMINAL_STATES = frozenset(
     {"succeeded", "failed", "cancelled", "interrupted", "timed_out", "unknown"}
 )
 EVENTS_KEPT = 20
+#: Largest JSON size of one event, in UTF-16 code units.
+EVENT_LIMIT = 8000
+#: Largest JSON size of a whole run view, in UTF-16 code units.
+VIEW_LIMIT = 32_000
 
 
 def _loads(raw: str | None, default: Any) -> Any:
@@ -35,6 +41,51 @@ def settings_view(row: dict[str, Any]) -> dict[str, Any]:
     effort = effective.get("reasoningEffort", row.get("reasoning_effort"))
     if effort is not None:
         view["reasoningEffort"] = effort
+    return view
+
+
+def _size(value: Any) -> int:
+    return utf16_len(json.dumps(value, ensure_ascii=False))
+
+
+def _bounded_event(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` within :data:`EVENT_LIMIT` as a whole: its strings are clipped harder until it
+    fits, and it says so with ``clipped: true``."""
+    if _size(event) <= EVENT_LIMIT:
+        return event
+    for limit in (1000, 250, 60):
+        smaller: dict[str, Any] = bounded(event, limit)
+        smaller["clipped"] = True
+        if _size(smaller) <= EVENT_LIMIT:
+            return smaller
+    return {"at": event.get("at"), "type": event.get("type"), "clipped": True}
+
+
+def bound_view(view: dict[str, Any], limit: int = VIEW_LIMIT) -> dict[str, Any]:
+    """``view`` within ``limit`` UTF-16 code units of JSON: the stderr tail is shortened first,
+    then the oldest events are dropped, then the text tail is shortened. ``clipped`` names what
+    was cut (``{"stderrTail": n, "events": n, "textTail": n}``: characters or events removed)."""
+    if _size(view) <= limit:
+        return view
+    view = dict(view)
+    clipped: dict[str, int] = {}
+    view["clipped"] = clipped
+    for key, keep in (("stderrTail", 2000), ("events", 0), ("textTail", 4000)):
+        if key == "events":
+            events = list(view["events"])
+            while events and _size(view) > limit:
+                events.pop(0)
+                view["events"] = events
+                clipped["events"] = clipped.get("events", 0) + 1
+        else:
+            text = view.get(key) or ""
+            over = _size(view) - limit
+            if over > 0 and len(text) > keep:
+                cut = min(len(text) - keep, over + 16)
+                view[key] = tail(text, max(utf16_len(text) - cut, keep))
+                clipped[key] = len(text) - len(view[key])
+        if _size(view) <= limit:
+            break
     return view
 
 
@@ -71,7 +122,10 @@ def run_view(row: dict[str, Any], live: dict[str, Any] | None = None) -> dict[st
             "headRunId": row.get("head_run_id"),
             "puckConversationId": row.get("puck_conversation_id"),
             "startedAt": row["started_at"],
-            "events": live.get("events", _loads(row["events_json"], []))[-EVENTS_KEPT:],
+            "events": [
+                _bounded_event(e)
+                for e in live.get("events", _loads(row["events_json"], []))[-EVENTS_KEPT:]
+            ],
             "textTail": tail(live.get("textTail", row["text_tail"]), TAIL_LIMIT),
             "stderrTail": tail(live.get("stderrTail", row["stderr_tail"]), TAIL_LIMIT),
             "askUserDeclined": live.get(
@@ -82,4 +136,5 @@ def run_view(row: dict[str, Any], live: dict[str, Any] | None = None) -> dict[st
             ),
         }
     )
-    return view
+    # Headroom for the small fields the commands add (cleanupPending, cancel).
+    return bound_view(view, VIEW_LIMIT - 500)
