@@ -173,6 +173,31 @@ def test_lone_surrogate_in_an_argument_is_answered(served: Served) -> None:
     assert served.raw.tool("droid_list", {}) is not None
 
 
+def test_lone_surrogate_on_the_2026_era_is_answered_with_its_id(tmp_path: Path) -> None:
+    raw = RawServer(write_config(tmp_path, str(FAKE_DROID)), server_env(tmp_path / "home"))
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    try:
+        # No initialize: the first request's _meta selects the 2026-07-28 era.
+        status = raw.request(
+            "tools/call",
+            {"name": "droid_status", "arguments": {"runId": "\ud800"}, "_meta": meta},
+            timeout_s=15,
+        )
+        assert status is not None
+        error = status["result"]["structuredContent"]["error"]
+        assert error["code"] == "invalid_argument" and "runId" in error["message"]
+        named = raw.request(
+            "tools/call", {"name": "nope\ud800", "arguments": {}, "_meta": meta}, timeout_s=15
+        )
+        assert named is not None
+        assert named["error"]["code"] == INVALID_PARAMS
+    finally:
+        raw.close()
+
+
 def test_workspace_too_long_for_droids_session_store_is_refused(served: Served) -> None:
     # Droid names a session directory after the workspace's real path (``/`` -> ``-``); a file
     # name holds at most 255 bytes, so a 256-byte real path can never run.

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR_MESSAGE = "internal error; the details are in the server's log"
 """The only text a caller sees of an unexpected failure."""
 
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _ERRORS_SHOWN = 10
 """At most this many argument problems are named in one ``invalid_argument`` message."""
 
@@ -183,7 +185,7 @@ def _check_arguments(tool: str, arguments: Mapping[str, Any], schema: Mapping[st
     if where is not None:
         raise BatonError(
             "invalid_argument",
-            f"argument {where} of {tool} is not valid Unicode: it contains an unpaired UTF-16 "
+            f"argument {where!r} of {tool} is not valid Unicode: it contains an unpaired UTF-16 "
             "surrogate (a lone \\ud800-\\udfff escape)",
         )
 
@@ -222,6 +224,9 @@ def _encodable(text: str) -> bool:
 
 
 def _shown(key: object) -> str:
-    """A key as echoed to the caller: JSON-quoted, bounded, and always encodable."""
-    text = json.dumps(str(key))  # escapes a lone surrogate as \\udXXX, so the reply can be sent
-    return text if len(text) <= 80 else text[:77] + '..."'
+    """A key as echoed to the caller: bounded and always encodable (JSON-quoted unless plain)."""
+    text = str(key)
+    if _PLAIN_KEY.fullmatch(text):
+        return text
+    quoted = json.dumps(text)  # escapes a lone surrogate as \\udXXX, so the reply can be sent
+    return quoted if len(quoted) <= 80 else quoted[:77] + '..."'
