@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, TextContent
+from pydantic import TypeAdapter
 
 from baton.errors import BatonError
 from baton.surfaces.base import INTERNAL_ERROR_MESSAGE, SurfaceServer
@@ -51,6 +52,11 @@ def probe() -> Probe:
     @server.tool(name="boom")
     async def boom() -> CallToolResult:
         raise RuntimeError(SECRET)
+
+    @server.tool(name="model_crash")
+    async def model_crash() -> CallToolResult:
+        TypeAdapter(int).validate_python(SECRET)  # a ValidationError inside the body
+        raise AssertionError("unreachable")
 
     @server.tool(name="busy")
     async def busy() -> CallToolResult:
@@ -91,13 +97,14 @@ async def test_unknown_tool_is_invalid_params(mode: str) -> None:
         assert "nope" in caught.value.error.message
 
 
+@pytest.mark.parametrize("tool", ["boom", "model_crash"])
 @pytest.mark.parametrize("mode", MODES)
 async def test_unexpected_exception_is_the_surfaces_internal_error(
-    mode: str, caplog: pytest.LogCaptureFixture
+    mode: str, tool: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.ERROR, logger="baton.surfaces.base"):
         async with Client(probe(), mode=mode) as client:
-            result = await client.call_tool("boom", {})
+            result = await client.call_tool(tool, {})
     assert failure(result) == {"kind": "internal_error", "text": INTERNAL_ERROR_MESSAGE}
     assert SECRET not in str(result.content)
     logged = [r for r in caplog.records if r.exc_info and SECRET in str(r.exc_info[1])]

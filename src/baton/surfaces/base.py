@@ -35,7 +35,7 @@ import mcp_types
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.context import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult
@@ -112,7 +112,7 @@ class SurfaceServer(MCPServer[Any], ABC):
         """
         schema = await self._input_schema(name)
         if schema is None:
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"Unknown tool: {_shown(name)}")
         try:
             _check_arguments(name, arguments, schema)
             return await super().call_tool(name, arguments, context)
@@ -122,7 +122,9 @@ class SurfaceServer(MCPServer[Any], ABC):
             cause = exc.__cause__
             if isinstance(cause, BatonError):  # raised by the tool body: anticipated
                 return self.render_error(cause)
-            if isinstance(cause, ValidationError):
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                # The arguments failed the input schema (a ValidationError raised inside the
+                # tool body arrives as an UnexpectedToolError: a crash, not the caller's fault).
                 return self.render_error(_invalid_arguments(name, cause))
             log.error("tool %s failed unexpectedly", name, exc_info=cause or exc)
             return self.render_error(BatonError("internal_error", INTERNAL_ERROR_MESSAGE))
