@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+from pydantic import ValidationError
 
-from baton.config import Config, load_config
+from baton.config import Config, config_problems, load_config
 from baton.engine.engine import Engine
 from baton.errors import ConfigError, StateError
 from baton.store import OwnerLock, Store
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         print(f"baton: {exc}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+    if (warning := config.exposure_warning()) is not None:
+        print(f"baton: warning: {warning}", file=sys.stderr)
     sys.exit(serve(config, profile=args.surface))
 
 
@@ -75,19 +78,45 @@ def _with_http(config: Config, spec: str) -> Config:
         raise ConfigError(f"--http wants HOST:PORT, got {spec!r}")
     if config.tokenFile is None:
         raise ConfigError("HTTP mode requires tokenFile in the config (see: baton token new)")
-    return config.model_copy(update={"transport": "http", "host": host, "port": int(port)})
+    host = host.removeprefix("[").removesuffix("]")  # --http [::1]:8787
+    updated = {**config.model_dump(), "transport": "http", "host": host, "port": int(port)}
+    try:
+        # Validated again, so the listener rules (loopback unless opted in) hold for --http too.
+        return Config.model_validate(updated)
+    except ValidationError as exc:
+        raise ConfigError(f"--http {spec}: {config_problems(exc)}") from None
 
 
 def _token_new(path: Path) -> int:
     if not path.is_absolute():
         print("baton: token file path must be absolute", file=sys.stderr)
         return EXIT_CONFIG
+    try:
+        _make_private_parents(path.parent)
+    except OSError as exc:
+        print(f"baton: cannot create directory {path.parent}: {exc.strerror}", file=sys.stderr)
+        return EXIT_CONFIG
     if not path.parent.is_dir():
-        print(f"baton: directory {path.parent} does not exist", file=sys.stderr)
+        print(f"baton: {path.parent} is not a directory", file=sys.stderr)
         return EXIT_CONFIG
     write_private_file(path, (secrets.token_urlsafe(32) + "\n").encode())
     print(f"wrote a new token to {path} (mode 0600); restart the server to use it", file=sys.stderr)
     return 0
+
+
+def _make_private_parents(directory: Path) -> None:
+    """Create the missing directories of ``directory``, each with mode 0700 (a secret's home).
+
+    Existing directories are left as they are. ``Path.mkdir(parents=True)`` would create the
+    intermediate ones with the umask's default mode instead.
+    """
+    missing: list[Path] = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for created in reversed(missing):
+        created.mkdir(mode=0o700)
+        created.chmod(0o700)  # mkdir's mode is filtered by the umask
 
 
 def serve(config: Config, *, profile: str) -> int:

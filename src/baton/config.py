@@ -6,6 +6,7 @@ The keys, types, ranges and defaults are pinned by ``shared/spec/controller-tool
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -67,7 +68,10 @@ class Config(BaseModel):
     """Passed to every Droid process as ``--settings FILE``."""
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
-    """HTTP listener address."""
+    """HTTP listener address; anything but loopback needs :attr:`allowNonLoopbackHost`."""
+    allowNonLoopbackHost: bool = False
+    """Explicit opt-in to an HTTP listener reachable beyond this machine (e.g. ``0.0.0.0``).
+    Without it such a ``host`` is refused; with it Baton warns at every start."""
     port: int = Field(default=8787, ge=0, le=65535)
     """HTTP listener port (0 picks a free port; for tests)."""
     tokenFile: AbsolutePath | None = None
@@ -106,7 +110,26 @@ class Config(BaseModel):
             )
         if self.transport == "http" and self.tokenFile is None:
             raise ValueError("transport 'http' requires tokenFile")
+        if (
+            self.transport == "http"
+            and not is_loopback_host(self.host)
+            and not self.allowNonLoopbackHost
+        ):
+            raise ValueError(
+                f"host {self.host!r} is not a loopback address, so the server would be reachable "
+                "from other machines; keep 127.0.0.1 behind a TLS tunnel, or set "
+                '"allowNonLoopbackHost": true to listen there anyway'
+            )
         return self
+
+    def exposure_warning(self) -> str | None:
+        """The warning to print when the HTTP listener is reachable beyond this machine."""
+        if self.transport != "http" or is_loopback_host(self.host):
+            return None
+        return (
+            f"listening on {self.host}, beyond this machine (allowNonLoopbackHost): anyone who "
+            "can reach the port and holds the token can start tasks; use TLS on every hop"
+        )
 
     def http_allowed_hosts(self, port: int) -> list[str]:
         """Host allowlist in force for a listener on ``port``."""
@@ -121,35 +144,58 @@ class Config(BaseModel):
         return [f"http://{host}" for host in self.http_allowed_hosts(port)]
 
 
+def is_loopback_host(host: str) -> bool:
+    """True if ``host`` names only this machine: ``localhost`` or a loopback IP address.
+
+    Any other name is treated as reachable from elsewhere (it is not resolved here).
+
+    >>> is_loopback_host("127.0.0.2"), is_loopback_host("::1"), is_loopback_host("0.0.0.0")
+    (True, True, False)
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def default_state_directory() -> str:
     """``$XDG_STATE_HOME/baton``, else ``~/.local/state/baton`` (``controller-tools.md``)."""
     xdg = os.environ.get("XDG_STATE_HOME")
     if xdg and os.path.isabs(xdg):
         return os.path.join(xdg, "baton")
-    return os.path.join(platformdirs.user_state_dir("baton", appauthor=False))
+    return platformdirs.user_state_dir("baton", appauthor=False)
 
 
 def _embedded_defaults() -> dict[str, Any]:
-    droid = shutil.which("droid")
     return {
         "approvedDirectories": [os.getcwd()],
         "stateDirectory": default_state_directory(),
-        "droidPath": droid or "",
     }
+
+
+_UNSET_DROID = "/droidPath-not-set"
+"""Stands in for an absent ``droidPath`` while the rest of the config is validated, so the
+PATH lookup (and its error) comes only after every other problem has been reported."""
 
 
 def load_config(path: str | None) -> Config:
     """Load, validate and canonicalise the host configuration.
 
     ``path`` None means the embedded defaults: the current directory as the only approved root,
-    the platform state directory and ``droid`` from ``PATH``.
+    the platform state directory and ``droid`` from ``PATH``. Everything else is validated
+    before ``droid`` is looked up on ``PATH``, so a config error is never reported as a missing
+    Droid CLI.
 
     Raises
     ------
     ConfigError
-        With one line naming every problem (unknown keys, relative paths, missing droid binary,
-        missing approved root, a token file that is not private, defaultAutonomy above
-        maxAutonomy).
+        With one line naming every problem of the keys (unknown keys, relative paths,
+        defaultAutonomy above maxAutonomy, http without tokenFile, a non-loopback host without
+        allowNonLoopbackHost); else the first of: a missing approved root, a missing settings
+        file, a token file that is not private, no droid CLI (droidPath unset and none on PATH),
+        a droidPath that is not executable.
     """
     raw: dict[str, Any] = _embedded_defaults()
     if path is not None:
@@ -165,17 +211,27 @@ def load_config(path: str | None) -> Config:
         if not isinstance(loaded, dict):
             raise ConfigError(f"config {path} must be a JSON object")
         raw = {**{k: v for k, v in raw.items() if k not in loaded}, **loaded}
-    if not raw.get("droidPath"):
-        raise ConfigError("droid CLI not found on PATH; set droidPath in the config")
+    droid_unset = "droidPath" not in raw
+    if droid_unset:
+        raw["droidPath"] = _UNSET_DROID
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {_short(err)}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"invalid config: {problems}") from None
-    return _canonicalise(config)
+        raise ConfigError(f"invalid config: {config_problems(exc)}") from None
+    config = _canonicalise(config)
+    if droid_unset:
+        droid = shutil.which("droid")
+        if droid is None:
+            raise ConfigError("droid CLI not found on PATH; set droidPath in the config")
+        config = config.model_copy(update={"droidPath": droid})
+    return _check_droid(config)
+
+
+def config_problems(exc: ValidationError) -> str:
+    """Every problem of a failed :class:`Config` validation on one line, each naming its key."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {_short(err)}" for err in exc.errors()
+    )
 
 
 def _short(err: Any) -> str:
@@ -191,13 +247,17 @@ def _canonicalise(config: Config) -> Config:
         if not os.path.isdir(real):
             raise ConfigError(f"approved directory does not exist: {root}")
         roots.append(real)
-    if not (os.path.isfile(config.droidPath) and os.access(config.droidPath, os.X_OK)):
-        raise ConfigError(f"droidPath is not an executable file: {config.droidPath}")
     if config.droidSettingsFile is not None and not os.path.isfile(config.droidSettingsFile):
         raise ConfigError(f"droidSettingsFile does not exist: {config.droidSettingsFile}")
     if config.tokenFile is not None:
         check_private_file(Path(config.tokenFile), what="tokenFile")
     return config.model_copy(update={"approvedDirectories": roots})
+
+
+def _check_droid(config: Config) -> Config:
+    if not (os.path.isfile(config.droidPath) and os.access(config.droidPath, os.X_OK)):
+        raise ConfigError(f"droidPath is not an executable file: {config.droidPath}")
+    return config
 
 
 def check_private_file(path: Path, *, what: str) -> None:

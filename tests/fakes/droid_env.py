@@ -83,6 +83,26 @@ class DroidEnv:
         )
 
 
+def workspace_of_bytes(base: Path, size: int, fill: str = "a") -> Path:
+    """Create and return a directory below ``base`` whose absolute path is ``size`` UTF-8 bytes.
+
+    Components are at most 200 bytes (a file name holds 255); ``fill`` repeats, and ASCII ``a``
+    pads the last component to the exact size.
+    """
+    path = str(base.resolve())
+    while len(path.encode()) < size:
+        room = min(200, size - len(path.encode()) - 1)
+        part = fill * (room // len(fill.encode()))
+        part += "a" * (room - len(part.encode()))
+        if not part:
+            raise ValueError(f"no room for a component under {path!r}")
+        path += "/" + part
+    if len(path.encode()) != size:
+        raise ValueError(f"{base} is already longer than {size} bytes")
+    os.makedirs(path, exist_ok=True)
+    return Path(path)
+
+
 def make_droid_env(
     root: Path, base_url: str, droid: str, model_id: str = DEFAULT_MODEL_ID
 ) -> DroidEnv:

@@ -21,8 +21,22 @@ def trees_overlap(a: str, b: str) -> bool:
     return is_within(a, b) or is_within(b, a)
 
 
-#: Longest workspace spelling accepted (Linux PATH_MAX).
-WORKSPACE_MAX_CHARS = 4096
+WORKSPACE_MAX_BYTES = 4096
+"""Longest workspace spelling accepted, in UTF-8 bytes: Linux ``PATH_MAX`` (4096 bytes, the
+terminating NUL included), the most any path syscall takes. A cheap bound checked before the
+spelling is resolved; the binding limit is :data:`SESSION_DIR_MAX_BYTES`."""
+
+SESSION_DIR_MAX_BYTES = 255
+"""Longest workspace real path Droid can run in, in UTF-8 bytes.
+
+Droid stores a session under ``~/.factory/sessions/<name>/``, where ``<name>`` is the working
+directory's path with every ``/`` replaced by ``-`` (so ``/home/me/app`` becomes
+``-home-me-app``): one file name, and Linux file names hold at most 255 bytes (``NAME_MAX``).
+Measured with the real Droid CLI 0.225.2 against the scripted model
+(``tests/e2e/test_droid_workspace_limit.py``): a real path of 255 bytes runs; 256 bytes, ASCII
+or not, fails every turn with ``ENAMETOOLONG: name too long, mkdir
+'~/.factory/sessions/-...'``. Only ``/`` is mapped, so the name is exactly as long as the
+path's UTF-8 encoding."""
 
 
 def shown(path: str, limit: int = 200) -> str:
@@ -31,23 +45,40 @@ def shown(path: str, limit: int = 200) -> str:
 
 
 def check_workspace_spelling(workspace: str) -> None:
-    """Reject a workspace string that is not an absolute path at all.
+    """Reject a workspace Droid could never run in, before anything touches it.
 
     Raises
     ------
     BatonError
-        ``invalid_argument`` if it is relative, longer than 4096 characters, or contains a NUL
-        or a lone surrogate.
+        ``invalid_argument`` if ``workspace`` contains a NUL or a lone surrogate, is longer than
+        :data:`WORKSPACE_MAX_BYTES` (4096) bytes, is relative, or its real path is longer than
+        :data:`SESSION_DIR_MAX_BYTES` (255) bytes in UTF-8 (Droid's session directory name).
     """
-    if len(workspace) > WORKSPACE_MAX_CHARS or "\x00" in workspace:
-        raise BatonError("invalid_argument", "workspace must be a path of at most 4096 characters")
+    if "\x00" in workspace:
+        raise BatonError("invalid_argument", "workspace contains a NUL character")
     try:
-        workspace.encode("utf-8")
+        spelled = len(workspace.encode("utf-8"))
     except UnicodeEncodeError:
         raise BatonError("invalid_argument", "workspace contains a lone surrogate") from None
+    if spelled > WORKSPACE_MAX_BYTES:
+        raise BatonError(
+            "invalid_argument",
+            f"workspace must be a path of at most {WORKSPACE_MAX_BYTES} bytes (got {spelled})",
+        )
     if not os.path.isabs(workspace):
         raise BatonError(
             "invalid_argument", f"workspace must be an absolute path: {shown(workspace)!r}"
+        )
+    real = os.path.realpath(workspace)
+    size = len(os.fsencode(real))
+    if size > SESSION_DIR_MAX_BYTES:
+        raise BatonError(
+            "invalid_argument",
+            f"workspace {shown(workspace)!r} resolves to a path of {size} bytes; Droid names its "
+            f"session directory after the path, and a file name holds at most "
+            f"{SESSION_DIR_MAX_BYTES} bytes, so use a workspace whose real path is at most "
+            f"{SESSION_DIR_MAX_BYTES} bytes (UTF-8)",
+            workspace=shown(real),
         )
 
 

@@ -100,5 +100,7 @@ class OwnerLock:
             if previous.get(key) != mine[key]:
                 raise StateError(
                     f"state directory {self.directory} belongs to {key} {previous.get(key)!r}, "
-                    f"not {mine[key]!r}; refusing to take it over"
+                    f"not {mine[key]!r}; refusing to take it over. Use another stateDirectory, "
+                    f"or, if no Baton from that {key} is running, remove "
+                    f"{self.directory / RECORD_NAME} and start again"
                 )

@@ -4,6 +4,8 @@ A thin mapping from tool calls to :class:`~baton.engine.engine.Engine` commands.
 returns its JSON as text content and as ``structuredContent``; rejections are tool results with
 ``isError: true`` and ``{"error": {code, message, retryable, ...}}``. Ranges are published in the
 input schema and enforced by the engine, so a bad value gets the contract's ``invalid_argument``.
+The protocol rules shared by every surface (unknown tools and keys, unserved methods, strings
+that are not Unicode, unexpected failures) live in :mod:`baton.surfaces.base`.
 """
 
 from __future__ import annotations
@@ -11,18 +13,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Final
 
-from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 from baton import __version__
 from baton.config import Config
 from baton.engine.engine import Engine
 from baton.engine.intents import TurnRequest
 from baton.errors import BatonError
+from baton.surfaces.base import SurfaceServer
 
 log = logging.getLogger(__name__)
 
@@ -61,53 +62,43 @@ _READ_ONLY = ToolAnnotations(
 )
 
 
+MAX_CALL_S: Final = 120.0
+"""Seconds the longest legitimate controller call may take: ``droid_models``, or a start or
+continue naming a model, waits on a cold catalogue discovery for up to 90 s
+(``baton.engine.engine._MODELS_TIMEOUT_S``); the rest of a start is fast. The HTTP deadline
+follows this value (``baton.transports.http.request_deadline_s``)."""
+
+
 def _ok(payload: dict[str, Any]) -> CallToolResult:
     text = json.dumps(payload, ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
 
 
-def _error(error: BatonError) -> CallToolResult:
-    payload = error.to_json()
-    text = json.dumps(payload, ensure_ascii=False)
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=payload, is_error=True
-    )
-
-
 async def _call(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]) -> CallToolResult:
-    try:
-        result = action()
-        if not isinstance(result, dict):
-            result = await result
-        return _ok(result)
-    except BatonError as exc:
-        return _error(exc)
+    """Run an engine command; its :class:`BatonError` is rendered by :class:`ControllerServer`."""
+    result = action()
+    if not isinstance(result, dict):
+        result = await result
+    return _ok(result)
 
 
-class ControllerServer(MCPServer):
-    """The SDK's server, with argument-validation failures rendered as contract errors.
+class ControllerServer(SurfaceServer):
+    """The controller surface: Baton's protocol rules, and the contract's error envelope.
 
-    The SDK validates tool arguments against the input schema before our code runs and would
-    answer with its own prose; callers of this contract expect ``invalid_argument``. Only field
-    names and pydantic's short messages are echoed, never the rejected values.
+    Errors render as ``{"error": {"code", "message", "retryable", ...details}}`` in both the
+    text content and ``structuredContent`` (``controller-tools.md``, "Tools").
     """
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Any = None
-    ) -> CallToolResult | InputRequiredResult:
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            cause = exc.__cause__
-            if not isinstance(cause, ValidationError):
-                raise
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                for err in cause.errors()[:10]
-            )
-            return _error(
-                BatonError("invalid_argument", f"invalid arguments for {name}: {problems}")
-            )
+    max_call_s: ClassVar[float] = MAX_CALL_S
+
+    def render_error(self, error: BatonError) -> CallToolResult:
+        payload = error.to_json()
+        text = json.dumps(payload, ensure_ascii=False)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=payload,
+            is_error=True,
+        )
 
 
 def host_summary(config: Config) -> str:
@@ -120,8 +111,8 @@ def host_summary(config: Config) -> str:
     )
 
 
-def build_server(engine: Engine) -> MCPServer:
-    """An :class:`MCPServer` named ``baton`` exposing the seven controller tools."""
+def build_server(engine: Engine) -> ControllerServer:
+    """A :class:`ControllerServer` named ``baton`` exposing the seven controller tools."""
     config = engine.config
     host = host_summary(config)
     server = ControllerServer(

@@ -1,0 +1,234 @@
+"""The MCP server every surface builds on: protocol rules written once, error envelope per surface.
+
+A surface (the controller today; droid-mcp and Spawnea next) subclasses :class:`SurfaceServer`,
+registers its tools with the SDK's ``@server.tool`` decorator, and implements
+:meth:`SurfaceServer.render_error`, which turns a :class:`~baton.errors.BatonError` into its own
+tool-error envelope. Everything else is shared, so every surface answers the same way on the wire:
+
+* only ``ping``, ``server/discover``, ``tools/list`` and ``tools/call`` are served unless a surface
+  widens :attr:`SurfaceServer.served_methods`; capabilities are derived from what is served, so
+  nothing unserved (prompts, resources, ``subscriptions/listen``) is advertised, and every other
+  method answers ``-32601`` (JSON-RPC 2.0 §5.1);
+* an unknown tool is a JSON-RPC ``-32602`` error, not a tool result (MCP 2025-11-25, "Tools", error
+  handling: unknown tools are protocol errors);
+* tool arguments must be exactly what the input schema names: every published schema says
+  ``additionalProperties: false`` and an unknown key is ``invalid_argument`` naming it (a
+  misspelled ``autonomyLevel`` must never run at the default autonomy);
+* a string that is not valid Unicode (an unpaired UTF-16 surrogate, sent as the JSON escape
+  ``\\ud800``) is refused with an answer: ``invalid_argument`` inside tool arguments, ``-32602``
+  anywhere else; over stdio such a line is no longer dropped before dispatch
+  (:func:`lenient_lines`);
+* an unexpected exception inside a tool is the surface's ``internal_error`` with a generic message,
+  and inside any other handler the JSON-RPC ``-32603``; the traceback goes to the log only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import mcp_types
+from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import Tool as MCPTool
+from pydantic import ValidationError
+
+from baton.errors import BatonError
+from baton.transports.stdio import lenient_lines
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR_MESSAGE = "internal error; the details are in the server's log"
+"""The only text a caller sees of an unexpected failure."""
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_ERRORS_SHOWN = 10
+"""At most this many argument problems are named in one ``invalid_argument`` message."""
+
+
+class SurfaceServer(MCPServer[Any], ABC):
+    """An :class:`MCPServer` with Baton's protocol rules; subclass it once per surface.
+
+    Parameters are those of :class:`MCPServer`, except ``subscriptions``, which follows
+    :attr:`served_methods`.
+
+    Subclasses set :attr:`max_call_s` to the longest wait one of their tools legitimately makes,
+    and implement :meth:`render_error`.
+    """
+
+    served_methods: ClassVar[frozenset[str]] = frozenset(
+        {"ping", "server/discover", "tools/list", "tools/call"}
+    )
+    """The JSON-RPC request methods this surface answers (``initialize`` always is)."""
+
+    max_call_s: ClassVar[float] = 30.0
+    """Seconds the longest legitimate tool call of this surface may take. The HTTP transport's
+    per-request deadline is never shorter (``baton.transports.http.request_deadline_s``)."""
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        if "subscriptions/listen" not in self.served_methods:
+            kwargs["subscriptions"] = False
+        super().__init__(name, **kwargs)
+        # The SDK derives the advertised capabilities from its table of request handlers and
+        # registers prompt and resource handlers on every MCPServer; it has no call to remove
+        # one, so the table is pruned here (mcp==2.3.0 is pinned; tests check the result).
+        handlers: dict[str, Any] = self._lowlevel_server._request_handlers
+        for method in [m for m in handlers if m not in self.served_methods]:
+            del handlers[method]
+        self.middleware.append(_protocol_rules)
+
+    @abstractmethod
+    def render_error(self, error: BatonError) -> CallToolResult:
+        """The surface's tool-error result (``isError: true``) for ``error``."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        """The registered tools; every input schema forbids keys it does not name."""
+        tools = await super().list_tools()
+        return [
+            tool.model_copy(
+                update={"input_schema": {**tool.input_schema, "additionalProperties": False}}
+            )
+            for tool in tools
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Run a tool; every failure is a protocol error or the surface's rendered error.
+
+        Raises
+        ------
+        MCPError
+            ``-32602`` if no tool is called ``name``.
+        """
+        schema = await self._input_schema(name)
+        if schema is None:
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"Unknown tool: {_shown(name)}")
+        try:
+            _check_arguments(name, arguments, schema)
+            return await super().call_tool(name, arguments, context)
+        except BatonError as error:
+            return self.render_error(error)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, BatonError):  # raised by the tool body: anticipated
+                return self.render_error(cause)
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                # The arguments failed the input schema (a ValidationError raised inside the
+                # tool body arrives as an UnexpectedToolError: a crash, not the caller's fault).
+                return self.render_error(_invalid_arguments(name, cause))
+            log.error("tool %s failed unexpectedly", name, exc_info=cause or exc)
+            return self.render_error(BatonError("internal_error", INTERNAL_ERROR_MESSAGE))
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdin/stdout like :meth:`MCPServer.run_stdio_async`, with lenient lines."""
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                lenient_lines(read_stream),
+                write_stream,
+                self._lowlevel_server.create_initialization_options(),
+            )
+
+    async def _input_schema(self, name: str) -> dict[str, Any] | None:
+        for tool in await super().list_tools():
+            if tool.name == name:
+                return tool.input_schema
+        return None
+
+
+async def _protocol_rules(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Refuse strings that are not Unicode, and keep crashes off the wire (requests only)."""
+    if ctx.request_id is None:
+        return await call_next(ctx)
+    params = ctx.params or {}
+    # Tool arguments are checked by SurfaceServer.call_tool, which names them in the surface's
+    # own invalid_argument; everything else is checked here.
+    if ctx.method == "tools/call":
+        params = {key: value for key, value in params.items() if key != "arguments"}
+    where = next(_lone_surrogates(params, "params"), None)
+    if where is not None:
+        raise MCPError(
+            code=mcp_types.INVALID_PARAMS,
+            message=f"{where} is not valid Unicode: it contains an unpaired UTF-16 surrogate",
+        )
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise
+    except Exception:
+        # The SDK answers an unexpected exception with code 0 on the handshake era, which is
+        # not a JSON-RPC code, and -32603 on 2026-07-28; answer -32603 on both.
+        log.exception("handler for %s failed unexpectedly", ctx.method)
+        raise MCPError(code=mcp_types.INTERNAL_ERROR, message="Internal error") from None
+
+
+def _check_arguments(tool: str, arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
+    """Refuse keys the schema does not name and strings that are not valid Unicode."""
+    known = schema.get("properties", {})
+    unknown = sorted(_shown(key) for key in arguments if key not in known)
+    if unknown:
+        accepted = ", ".join(sorted(known)) or "none"
+        raise BatonError(
+            "invalid_argument",
+            f"unknown argument(s) for {tool}: {', '.join(unknown)} (accepted: {accepted})",
+        )
+    where = next(_lone_surrogates(arguments, ""), None)
+    if where is not None:
+        raise BatonError(
+            "invalid_argument",
+            f"argument {where!r} of {tool} is not valid Unicode: it contains an unpaired UTF-16 "
+            "surrogate (a lone \\ud800-\\udfff escape)",
+        )
+
+
+def _invalid_arguments(tool: str, cause: ValidationError) -> BatonError:
+    """``invalid_argument`` naming the fields and pydantic's short messages, never the values."""
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+        for err in cause.errors()[:_ERRORS_SHOWN]
+    )
+    return BatonError("invalid_argument", f"invalid arguments for {tool}: {problems}")
+
+
+def _lone_surrogates(value: Any, path: str) -> Iterator[str]:
+    """Where in ``value`` (a JSON value) a string cannot be encoded as UTF-8, as a dotted path."""
+    if isinstance(value, str):
+        if not _encodable(value):
+            yield path or "a string"
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = f"{path}.{_shown(key)}" if path else _shown(key)
+            if not _encodable(str(key)):
+                yield name
+            yield from _lone_surrogates(item, name)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _lone_surrogates(item, f"{path}[{index}]")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(key: object) -> str:
+    """A key as echoed to the caller: bounded and always encodable (JSON-quoted unless plain)."""
+    text = str(key)
+    if _PLAIN_KEY.fullmatch(text):
+        return text
+    quoted = json.dumps(text)  # escapes a lone surrogate as \\udXXX, so the reply can be sent
+    return quoted if len(quoted) <= 80 else quoted[:77] + '..."'
