@@ -120,8 +120,14 @@ def _make_private_parents(directory: Path) -> None:
 
 
 def serve(config: Config, *, profile: str) -> int:
-    """Own the state directory, settle what a previous owner left, and serve until EOF/signal."""
-    os.umask(0o077)
+    """Own the state directory, settle what a previous owner left, and serve until EOF/signal.
+
+    The process umask is left as the operator set it: workers, agents and every command an agent
+    runs inherit it, so what they create in the user's repository gets the user's usual modes.
+    Baton's own state stays private without it: every state file is created with an explicit
+    0600 mode and directories with 0700 (SQLite gives its WAL and shared-memory files the
+    database file's mode).
+    """
     state_dir = Path(config.stateDirectory)
     owner = OwnerLock(state_dir, profile)
     store = Store(state_dir)

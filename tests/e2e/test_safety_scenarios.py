@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
+import stat
 import subprocess
 from pathlib import Path
 
@@ -160,3 +162,31 @@ async def test_workspace_swapped_after_acceptance_fails_closed_before_the_prompt
     assert list(outside.iterdir()) == []
     assert not (setup.workspace.with_name("moved-away") / "written.txt").exists()
     assert model_server.turn_requests("[swap]") == []
+
+
+async def test_agent_creates_files_with_the_operators_umask(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    """Regression for REVIEW D1: Baton's private umask (077) leaked into the agent."""
+    setup = Setup(tmp_path, model_server)
+    command = "umask > umask.txt && mkdir shared && touch shared/file"
+    previous = os.umask(0o022)  # the operator's umask, inherited by the server we start
+    try:
+        view, _ = await run(setup, "umask-1", script("umask", execute(command), {"text": "ok"}))
+    finally:
+        os.umask(previous)
+    assert view["state"] == "succeeded", view["outcome"]
+    assert (setup.workspace / "umask.txt").read_text().strip() == "0022"
+    assert mode(setup.workspace / "shared") == 0o755
+    assert mode(setup.workspace / "shared" / "file") == 0o644
+    state = Path(json.loads(setup.config.read_text())["stateDirectory"])
+    assert mode(state) == 0o700
+    assert private_state_leaks(state) == []  # Baton's own state stays private
+
+
+def private_state_leaks(state: Path) -> list[str]:
+    return [c.name for c in state.iterdir() if mode(c) & 0o077]
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
