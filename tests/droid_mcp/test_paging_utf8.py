@@ -1,4 +1,4 @@
-"""UTF-8 byte paging for droid_result (droid-mcp: ``offset``/``maxBytes``/``nextOffset`` in bytes)."""
+"""UTF-8 byte paging for droid_result (droid-mcp: offset, maxBytes, nextOffset in bytes)."""
 
 from __future__ import annotations
 
