@@ -6,16 +6,22 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from baton.engine.droid_find import RepoResolver, decode_cursor, droid_find, encode_cursor
+from baton.engine.droid_find import (
+    FindCache,
+    RepoResolver,
+    decode_cursor,
+    droid_find,
+    encode_cursor,
+)
 from baton.errors import BatonError
 from baton.harnesses.droid_files import SessionFileIndex
-from baton.harnesses.droid_search import TranscriptSearch
+from baton.harnesses.droid_search import SearchResult, TranscriptSearch
 from tests.fakes import droid_sessions as fs
 
 T0 = time.time() - 86_400  # mtimes a day ago, one second apart
@@ -288,3 +294,30 @@ def test_repos_are_looked_up_only_for_the_sessions_shown(
     answer = find(home, limit=1)
     assert listed(answer) == ["orch"]
     assert looked == [str(home.parent.parent / "repoB" / ".git")]
+
+
+class CountingSearch(TranscriptSearch):
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.calls = 0
+
+    def search(self, query: str, paths: Sequence[str]) -> SearchResult:
+        self.calls += 1
+        return super().search(query, paths)
+
+
+def test_repeat_calls_reuse_the_listing_until_a_session_file_changes(home: Path) -> None:
+    index, cache, search = (
+        SessionFileIndex(home, clock_ns=lambda: time.time_ns() + 10**10),
+        FindCache(),
+        CountingSearch(),
+    )
+
+    def ask() -> list[str]:
+        return listed(droid_find(index, query="needle", content=True, search=search, cache=cache))
+
+    assert ask() == [] and search.calls == 1
+    assert ask() == [] and search.calls == 1  # same snapshot, same filters: no new search
+    path = next(home.glob("sessions/*/b1.jsonl"))
+    fs.append(path, fs.turn("late", "find the needle", "found", 9))
+    assert ask() == ["b1"] and search.calls == 2

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from baton.harnesses import droid_files
+from baton.harnesses import droid_records
 from baton.harnesses.droid_files import SessionFileIndex, SessionRecord
 from tests.fakes import droid_sessions as fs
 
@@ -194,7 +194,7 @@ def test_repeat_scan_costs_one_stat_per_session_and_reads_nothing(
     first = index.scan()
     stats: list[str] = []
     reads: list[str] = []
-    real_stat, real_head = os.stat, droid_files._read_head
+    real_stat, real_head = os.stat, droid_records.read_head
 
     def counting_stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
         stats.append(str(path))
@@ -205,7 +205,7 @@ def test_repeat_scan_costs_one_stat_per_session_and_reads_nothing(
         return real_head(path)
 
     monkeypatch.setattr(os, "stat", counting_stat)
-    monkeypatch.setattr(droid_files, "_read_head", counting_head)
+    monkeypatch.setattr("baton.harnesses.droid_files.read_head", counting_head)
     second = index.scan()
     assert second is first
     assert reads == []

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
+import collections
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from baton.engine.workspaces import is_within
@@ -82,6 +85,59 @@ class RepoResolver:
                 self._cache.clear()
             self._cache[cwd] = (now + self._ttl, repo)
         return repo
+
+
+MemoKey = tuple[bool, bool, str, str | None, str | None, bool]
+
+
+class FindCache:
+    """What one server keeps between ``droid_find`` calls. Thread-safe.
+
+    - ``repos``: repo lookups, each kept ``repo_ttl_s`` seconds;
+    - the filtered, ordered listing of the last few filter combinations, reused while the index
+      returns the same snapshot (:meth:`SessionFileIndex.scan` returns the same tuple object
+      until a session file changes), so a repeated call does not filter and order again. A
+      content search is reused the same way: no transcript changed, so its answer has not.
+    """
+
+    _KEPT = 8
+
+    def __init__(self, *, repo_ttl_s: float = 30.0, clock: Callable[[], float] = time.monotonic):
+        self.repos = RepoResolver(repo_ttl_s, clock)
+        self._lock = threading.Lock()
+        self._memo: collections.OrderedDict[MemoKey, _Listing] = collections.OrderedDict()
+
+    def _get(self, key: MemoKey, snapshot: tuple[SessionRecord, ...]) -> _Listing | None:
+        with self._lock:
+            hit = self._memo.get(key)
+            if hit is None or hit.snapshot is not snapshot:
+                return None
+            self._memo.move_to_end(key)
+            return hit
+
+    def _put(self, key: MemoKey, listing: _Listing) -> None:
+        with self._lock:
+            self._memo[key] = listing
+            self._memo.move_to_end(key)
+            while len(self._memo) > self._KEPT:
+                self._memo.popitem(last=False)
+
+
+class _Listing:
+    """Sessions in listing order with their sort keys, derived from one index snapshot."""
+
+    __slots__ = ("incomplete", "keys", "records", "snapshot")
+
+    def __init__(
+        self,
+        snapshot: tuple[SessionRecord, ...],
+        ordered: list[tuple[SortKey, SessionRecord]],
+        incomplete: bool,
+    ) -> None:
+        self.snapshot = snapshot
+        self.keys = [key for key, _ in ordered]
+        self.records = [record for _, record in ordered]
+        self.incomplete = incomplete
 
 
 def _nearest_git(cwd: str) -> str:
@@ -190,7 +246,7 @@ def droid_find(
     cursor: str | None = None,
     own: Collection[str] = frozenset(),
     search: TranscriptSearch | None = None,
-    repos: RepoResolver | None = None,
+    cache: FindCache | None = None,
     output_budget: int = OUTPUT_BUDGET,
 ) -> Json:
     """List local sessions as the module docstring describes.
@@ -207,8 +263,8 @@ def droid_find(
         Ids of sessions Baton itself is running (``own: true`` in the answer).
     search:
         The content search; default: ``rg`` found by :func:`find_rg` under the index's home.
-    repos:
-        A resolver to reuse across calls (its cache saves ``stat`` calls).
+    cache:
+        State to reuse across calls (repo lookups, the last listings); a server keeps one.
 
     Raises
     ------
@@ -224,11 +280,38 @@ def droid_find(
     root = _check_cwd(cwd)
     limit = _check_limit(limit)
     after = decode_cursor(cursor) if cursor is not None else None
-    repos = repos or RepoResolver()
+    cache = cache or FindCache()
+    snapshot = index.scan()
+    memo_key: MemoKey = (include_archived, include_subagents, scope, root, needle, content)
+    listing = cache._get(memo_key, snapshot)
+    if listing is None:
+        listing = _listing(index, snapshot, memo_key, search)
+        if not listing.incomplete:
+            cache._put(memo_key, listing)
 
+    start = 0 if after is None else bisect.bisect_right(listing.keys, after)
+    end = min(start + limit, len(listing.keys))
+    page = list(zip(listing.keys[start:end], listing.records[start:end], strict=True))
+    has_more = end < len(listing.keys)
+    total = len(listing.keys)
+    own_ids = frozenset(own)
+    answer = _fit(_prepare(page, own_ids, cache.repos), has_more, total, output_budget)
+    if listing.incomplete:
+        answer["incomplete"] = True
+    return answer
+
+
+def _listing(
+    index: SessionFileIndex,
+    snapshot: tuple[SessionRecord, ...],
+    memo_key: MemoKey,
+    search: TranscriptSearch | None,
+) -> _Listing:
+    """Filter the snapshot, run the query (and content search), and order the result."""
+    include_archived, include_subagents, scope, root, needle, content = memo_key
     candidates = [
         r
-        for r in index.scan()
+        for r in snapshot
         if (include_archived or not r.archived)
         and (include_subagents or not r.is_subagent)
         and (scope == "all" or (scope == "workstreams") == (r.mission_id is not None))
@@ -245,28 +328,7 @@ def droid_find(
             incomplete = not result.complete
             matched = [r for r in candidates if r.id in hit_ids or str(r.path) in result.matches]
         candidates = matched
-
-    ordered = _order(candidates)
-    start = 0
-    if after is not None:
-        start = next((i for i, (key, _) in enumerate(ordered) if key > after), len(ordered))
-    page = ordered[start : start + limit]
-    has_more = start + len(page) < len(ordered)
-    own_ids = frozenset(own)
-    answer = _render(page, has_more, len(ordered), own_ids, repos)
-    if _size(answer) > output_budget and len(page) > 1:
-        low, high = 1, len(page) - 1  # the largest prefix that fits; at least one session
-        while low < high:
-            middle = (low + high + 1) // 2
-            if _size(_render(page[:middle], True, len(ordered), own_ids, repos)) <= output_budget:
-                low = middle
-            else:
-                high = middle - 1
-        answer = _render(page[:low], True, len(ordered), own_ids, repos)
-        answer["truncated"] = True
-    if incomplete:
-        answer["incomplete"] = True
-    return answer
+    return _Listing(snapshot, _order(candidates), incomplete)
 
 
 def _meta_match(record: SessionRecord, needle: str) -> bool:
@@ -326,32 +388,76 @@ def _session_json(record: SessionRecord, own: frozenset[str]) -> Json:
     return out
 
 
-def _render(
-    page: Sequence[tuple[SortKey, SessionRecord]],
-    has_more: bool,
-    total: int,
-    own: frozenset[str],
-    repos: RepoResolver,
-) -> Json:
-    groups: dict[tuple[str, str], Json] = {}
-    for _, record in page:
+@dataclass(frozen=True)
+class _Item:
+    """One session of a page, rendered, with its group and its size in the answer."""
+
+    key: SortKey
+    group: tuple[str, str]
+    header: Json
+    session: Json
+    size: int  # compact JSON bytes of ``session`` plus its comma
+
+
+def _prepare(
+    page: Sequence[tuple[SortKey, SessionRecord]], own: frozenset[str], repos: RepoResolver
+) -> list[_Item]:
+    items = []
+    for key, record in page:
         repo = repos.repo_of(record.cwd) if record.cwd else None
         if record.mission_id is not None:
-            group_key = ("workstream", record.mission_id)
-            fresh: Json = {"kind": "workstream", "repo": repo, "missionId": record.mission_id}
+            group = ("workstream", record.mission_id)
+            header: Json = {"kind": "workstream", "repo": repo, "missionId": record.mission_id}
         else:
-            group_key = ("repo", repo or "")
-            fresh = {"kind": "repo", "repo": repo}
-        group = groups.get(group_key)
+            group = ("repo", repo or "")
+            header = {"kind": "repo", "repo": repo}
+        session = _session_json(record, own)
+        items.append(_Item(key, group, header, session, _size(session) + 1))
+    return items
+
+
+def _assemble(items: Sequence[_Item], has_more: bool, total: int) -> Json:
+    groups: dict[tuple[str, str], Json] = {}
+    for item in items:
+        group = groups.get(item.group)
         if group is None:
-            group = groups[group_key] = {**fresh, "sessions": []}
-        group["sessions"].append(_session_json(record, own))
+            group = groups[item.group] = {**item.header, "sessions": []}
+        group["sessions"].append(item.session)
     return {
         "groups": list(groups.values()),
-        "nextCursor": encode_cursor(page[-1][0]) if has_more and page else None,
+        "nextCursor": encode_cursor(items[-1].key) if has_more and items else None,
         "total": total,
         "truncated": False,
     }
+
+
+def _fit(items: Sequence[_Item], has_more: bool, total: int, budget: int) -> Json:
+    """The answer for the longest prefix of ``items`` within ``budget`` bytes (at least one).
+
+    The prefix is estimated from the per-session sizes, then checked on the real rendering.
+    """
+    answer = _assemble(items, has_more, total)
+    if len(items) <= 1 or _size(answer) <= budget:
+        return answer
+    used = _size(_assemble([], True, total)) + len(encode_cursor(items[0].key)) + 16
+    seen: set[tuple[str, str]] = set()
+    count = 0
+    for item in items:
+        extra = item.size
+        if item.group not in seen:
+            extra += _size(item.header) + len(',"sessions":[]') + 1
+        if used + extra > budget:
+            break
+        used += extra
+        seen.add(item.group)
+        count += 1
+    count = max(count, 1)
+    while True:
+        answer = _assemble(items[:count], True, total)
+        if count == 1 or _size(answer) <= budget:
+            answer["truncated"] = True
+            return answer
+        count -= 1
 
 
 def _size(answer: Json) -> int:

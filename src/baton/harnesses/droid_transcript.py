@@ -25,21 +25,19 @@ import binascii
 import collections
 import json
 import os
-import re
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from baton.errors import BatonError
+from baton.harnesses.droid_jsonl import Line, Record, lines, read_header, record
 from baton.paging import clip, utf16_len
 
 #: Event text is clipped to this many UTF-16 code units (droid-mcp tool reference: 4000).
 EVENT_TEXT_LIMIT = 4000
 #: Records longer than this are not parsed; their type, id and role come from the first 4 KiB.
 MAX_RECORD_BYTES = 8 * 1024 * 1024
-_PREFIX_BYTES = 4096
 #: Transcripts whose incremental summary is kept (those being waited on or read).
 _SUMMARIES_KEPT = 64
 _CURSOR_PREFIX = "t1."
@@ -182,155 +180,6 @@ class TranscriptRead:
 
 
 # --------------------------------------------------------------------------------------------
-# Lines and records
-
-
-@dataclass(frozen=True)
-class _Line:
-    rel: int  # offset from the start of line 1
-    size: int  # bytes, newline included
-    raw: bytes | None  # None when longer than max_record_bytes
-    prefix: bytes
-
-
-def _lines(handle: IO[bytes], rel: int, max_bytes: int) -> Iterator[_Line]:
-    """Complete lines from the handle's position (``rel`` bytes after line 1's start).
-
-    An unterminated last line is being written: it is not yielded, so it is read again later.
-    """
-    while True:
-        line = handle.readline(max_bytes + 1)
-        if not line:
-            return
-        if line.endswith(b"\n"):
-            yield _Line(rel, len(line), line, line[:_PREFIX_BYTES])
-            rel += len(line)
-            continue
-        if len(line) <= max_bytes:
-            return
-        size = len(line)
-        prefix = line[:_PREFIX_BYTES]
-        while True:
-            chunk = handle.readline(1 << 20)
-            if not chunk:
-                return
-            size += len(chunk)
-            if chunk.endswith(b"\n"):
-                break
-        yield _Line(rel, size, None, prefix)
-        rel += size
-
-
-Kind = Literal["prompt", "assistant", "tool_result", "hidden", "outcome", "other", "broken"]
-
-
-@dataclass(frozen=True)
-class _Record:
-    key: str | None
-    kind: Kind
-    at: str | None = None
-    text: str | None = None
-    oversized: bool = False
-    tools: tuple[tuple[str, str], ...] = ()
-    turn_id: str | None = None
-    reason: str | None = None
-
-
-_PREFIX_FIELDS = {
-    name: re.compile(rb'"' + name.encode() + rb'":"((?:[^"\\]|\\.){0,200})"')
-    for name in ("type", "id", "role", "timestamp", "visibility", "turnId")
-}
-
-
-def _prefix_field(prefix: bytes, name: str) -> str | None:
-    match = _PREFIX_FIELDS[name].search(prefix)
-    return match.group(1).decode("utf-8", "replace") if match else None
-
-
-def _oversized_record(prefix: bytes) -> _Record:
-    """A record too long to parse, classified from its first bytes (keys come first on disk)."""
-    kind_name = _prefix_field(prefix, "type")
-    key = _prefix_field(prefix, "id") or kind_name
-    at = _prefix_field(prefix, "timestamp")
-    if kind_name != "message":
-        return _Record(key=key, kind="other", at=at, oversized=True)
-    if _prefix_field(prefix, "visibility") in ("llm_only", "user_only"):
-        return _Record(key=key, kind="hidden", at=at, oversized=True)
-    role = _prefix_field(prefix, "role")
-    if role == "assistant":
-        return _Record(key=key, kind="assistant", at=at, text="", oversized=True)
-    if b'"tool_result"' in prefix:
-        return _Record(key=key, kind="tool_result", at=at, oversized=True)
-    return _Record(key=key, kind="prompt", at=at, text="", oversized=True)
-
-
-def _record(line: _Line) -> _Record:
-    if line.raw is None:
-        return _oversized_record(line.prefix)
-    try:
-        value = json.loads(line.raw)
-    except ValueError:
-        return _Record(key=None, kind="broken")
-    if not isinstance(value, dict):
-        return _Record(key=None, kind="broken")
-    kind_name = value.get("type")
-    record_id = value.get("id")
-    if kind_name == "agent_turn_outcome":
-        turn_id = _str(value.get("turnId"))
-        return _Record(
-            key=f"outcome:{turn_id}",
-            kind="outcome",
-            turn_id=turn_id,
-            reason=_str(value.get("reason")),
-        )
-    key = record_id if isinstance(record_id, str) else _str(kind_name)
-    message = value.get("message")
-    if kind_name != "message" or not isinstance(message, dict):
-        return _Record(key=key, kind="other")
-    at = _str(value.get("timestamp"))
-    if message.get("visibility") in ("llm_only", "user_only"):
-        return _Record(key=key, kind="hidden", at=at)
-    blocks = [b for b in _list(message.get("content")) if isinstance(b, dict)]
-    texts = [
-        b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
-    ]
-    if message.get("role") == "assistant":
-        tools = tuple(
-            (_str(b.get("id")) or "", _str(b.get("name")) or "")
-            for b in blocks
-            if b.get("type") == "tool_use"
-        )
-        return _Record(key=key, kind="assistant", at=at, text="".join(texts), tools=tools)
-    if message.get("role") == "user":
-        if any(b.get("type") == "tool_result" for b in blocks):
-            return _Record(key=key, kind="tool_result", at=at)
-        if texts:
-            return _Record(key=key, kind="prompt", at=at, text="".join(texts))
-    return _Record(key=key, kind="other", at=at)
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else []
-
-
-def _read_header(handle: IO[bytes]) -> int | None:
-    """Byte length of line 0 (newline included), leaving the handle at line 1; None if absent."""
-    handle.seek(0)
-    size = 0
-    while True:
-        chunk = handle.readline(1 << 16)
-        if not chunk:
-            return None
-        size += len(chunk)
-        if chunk.endswith(b"\n"):
-            return size
-
-
-# --------------------------------------------------------------------------------------------
 # Incremental whole-file summary
 
 
@@ -349,7 +198,7 @@ class _Summary:
     finished: FinishedTurn | None = None
     visible: int = 0
 
-    def feed(self, line: _Line, rec: _Record) -> None:
+    def feed(self, line: Line, rec: Record) -> None:
         index = self.lines
         self.lines += 1
         self.rel_end = line.rel + line.size
@@ -429,7 +278,7 @@ class TranscriptReader:
     def _sync(self, key: str, handle: IO[bytes]) -> _Summary:
         stat = os.fstat(handle.fileno())
         ident = (stat.st_dev, stat.st_ino)
-        header = _read_header(handle)
+        header = read_header(handle)
         summary = self._summaries.pop(key, None)
         if (
             summary is None
@@ -447,15 +296,15 @@ class TranscriptReader:
         if header is None:
             return summary
         handle.seek(header + summary.rel_end)
-        for line in _lines(handle, summary.rel_end, self._max):
-            summary.feed(line, _record(line))
+        for line in lines(handle, summary.rel_end, self._max):
+            summary.feed(line, record(line))
         return summary
 
     def _holds(self, handle: IO[bytes], header: int, rel: int, key: str | None) -> bool:
         """True if the complete line at ``rel`` (after line 0) has record key ``key``."""
         handle.seek(header + rel)
-        line = next(_lines(handle, rel, self._max), None)
-        return line is not None and _record(line).key == key
+        line = next(lines(handle, rel, self._max), None)
+        return line is not None and record(line).key == key
 
     # -- events ------------------------------------------------------------------------------
 
@@ -481,7 +330,7 @@ class TranscriptReader:
             summary = self._sync(str(path), handle)
             state: State = "running" if summary.last_prompt > summary.last_outcome else "idle"
             attention = (summary.pending,) if summary.pending else ()
-            header = _read_header(handle)
+            header = read_header(handle)
             if header is None:
                 return TranscriptRead(
                     (), START.encode(), cursor not in (None, START), False, state, attention
@@ -507,14 +356,14 @@ class TranscriptReader:
             return cursor
         handle.seek(header)
         found: TranscriptCursor | None = None
-        for index, line in enumerate(_lines(handle, 0, self._max), start=1):
-            if _record(line).key == cursor.prev_key:
+        for index, line in enumerate(lines(handle, 0, self._max), start=1):
+            if record(line).key == cursor.prev_key:
                 found = TranscriptCursor(index + 1, line.rel, cursor.prev_key)
                 if index + 1 == cursor.lines:
                     return found  # the hint offset was stale but the line is where it was
         return found
 
-    def _event(self, line: _Line, rec: _Record, after: TranscriptCursor) -> TranscriptEvent | None:
+    def _event(self, line: Line, rec: Record, after: TranscriptCursor) -> TranscriptEvent | None:
         if rec.kind not in ("prompt", "assistant") or (
             rec.kind == "assistant" and not (rec.text or rec.oversized)
         ):
@@ -536,20 +385,20 @@ class TranscriptReader:
         handle.seek(header + rel)
         events: list[TranscriptEvent] = []
         position = start
-        for line in _lines(handle, rel, self._max):
-            rec = _record(line)
+        for line in lines(handle, rel, self._max):
+            rec = record(line)
             position = TranscriptCursor(position.lines + 1, line.rel, rec.key)
             event = self._event(line, rec, position)
             if event is not None:
                 events.append(event)
                 if len(events) == max_events:
-                    more = next(_lines(handle, line.rel + line.size, self._max), None) is not None
+                    more = next(lines(handle, line.rel + line.size, self._max), None) is not None
                     return events, position, more
         return events, position, False
 
     def _line_end(self, handle: IO[bytes], header: int, rel: int) -> int:
         handle.seek(header + rel)
-        line = next(_lines(handle, rel, self._max))
+        line = next(lines(handle, rel, self._max))
         return line.rel + line.size
 
     def _latest(
@@ -558,8 +407,8 @@ class TranscriptReader:
         handle.seek(header)
         kept: collections.deque[TranscriptEvent] = collections.deque(maxlen=max_events)
         position = START
-        for line in _lines(handle, 0, self._max):
-            rec = _record(line)
+        for line in lines(handle, 0, self._max):
+            rec = record(line)
             position = TranscriptCursor(position.lines + 1, line.rel, rec.key)
             event = self._event(line, rec, position)
             if event is not None:
