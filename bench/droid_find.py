@@ -6,7 +6,7 @@ transcript with two turns and a settings file per session, 100 sessions per proj
 directory mtimes are spread over the past 30 days, as on a machine in use (a file modified
 within the last second is re-read on every call by design, which would not measure the cache).
 
-Per size, in the bench process:
+Per size, in the bench process (the repeated measures run in interleaved rounds):
 
 - **first call**: a new ``SessionFileIndex`` and ``FindCache``, then ``droid_find()`` with the
   default arguments; the files are in the OS page cache (the home was just written), so this is
@@ -136,10 +136,18 @@ async def run(ctx: Context) -> Result:
         index, cache = SessionFileIndex(factory), FindCache()
         droid_find(index, cache=cache)
         droid_find(index, cache=cache, query="module 3")
-        repeat = _samples(partial(droid_find, index, cache=cache), reps)
-        query = _samples(partial(droid_find, index, cache=cache, query="module 3"), reps)
-        scan = _samples(index.scan, reps)
-        floor = _samples(partial(_stat_all, paths), reps)
+        # Interleaved rounds, so that a busy neighbour slows every measure alike.
+        measures: dict[str, Callable[[], object]] = {
+            "repeat": partial(droid_find, index, cache=cache),
+            "query": partial(droid_find, index, cache=cache, query="module 3"),
+            "scan": index.scan,
+            "floor": partial(_stat_all, paths),
+        }
+        samples: dict[str, list[int]] = {name: [] for name in measures}
+        for _ in range(reps):
+            for name, call in measures.items():
+                samples[name] += _samples(call, 1)
+        repeat, query, scan, floor = (samples[n] for n in ("repeat", "query", "scan", "floor"))
         row: Json = {
             "firstCall": summarize_ms(first),
             "repeatCall": summarize_ms(repeat),

@@ -22,7 +22,8 @@ from typing import Any
 AUTONOMY_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high")
 #: The deprecated ``autonomyMode`` values and the level each one means (droid-protocol.md §5).
 _MODE_LEVELS = {"normal": "off", "auto-low": "low", "auto-medium": "medium", "auto-high": "high"}
-_HEAD_CHUNK = 16 * 1024
+_HEAD_CHUNK = 4096
+_LINE1_PREFIX = 512
 _MAX_HEADER_BYTES = 1024 * 1024
 _MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 _TIMESTAMP = re.compile(rb'"timestamp":"([^"\\]{1,64})"')
@@ -95,7 +96,10 @@ def read_head(path: str) -> tuple[Json | None, str | None]:
     """Line 0 as a dict (None if it is not a usable ``session_start``) and line 1's timestamp."""
     with open(path, "rb") as handle:
         data = handle.read(_HEAD_CHUNK)
-        while b"\n" not in data and len(data) < _MAX_HEADER_BYTES:
+        # Line 0, then enough of line 1 for its timestamp (it comes within its first bytes).
+        while len(data) < _MAX_HEADER_BYTES and (
+            b"\n" not in data or len(data) - data.index(b"\n") < _LINE1_PREFIX
+        ):
             more = handle.read(_HEAD_CHUNK)
             if not more:
                 break
@@ -114,7 +118,7 @@ def read_head(path: str) -> tuple[Json | None, str | None]:
     if newline >= 0:
         second = data[newline + 1 :]
         end = second.find(b"\n")
-        match = _TIMESTAMP.search(second if end < 0 else second[:end], 0, 4096)
+        match = _TIMESTAMP.search(second if end < 0 else second[:end], 0, _LINE1_PREFIX)
         created = match.group(1).decode() if match else None
     return header, created
 
