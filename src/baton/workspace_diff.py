@@ -16,7 +16,9 @@ one-line ``Binary files ... differ`` summary and are listed in ``files``.
 
 from __future__ import annotations
 
+import codecs
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -71,7 +73,9 @@ class WorkspaceDiff:
     """The diff of one working tree against ``HEAD``.
 
     ``state`` is ``not_git`` (``text`` empty, ``repo`` None) when the cwd is in no git working
-    tree. ``text`` holds at most ``max_bytes`` UTF-8 bytes (``truncated`` when cut). ``files``
+    tree. ``text`` is git's output up to ``max_bytes`` bytes, cut on a character boundary
+    (``truncated`` when cut, by size or by the time limit; bytes that are not UTF-8 read as
+    U+FFFD). ``files``
     lists at most :data:`MAX_FILES_LISTED` changed files; ``untracked_omitted`` counts new
     files beyond :data:`MAX_NEW_FILES` that were left out of the diff.
     """
@@ -104,7 +108,7 @@ def workspace_diff(
         ``invalid_argument`` if ``cwd`` is not absolute or ``max_bytes < 1``;
         ``workspace_not_approved`` if it is missing, not a directory, or its realpath is outside
         every root (each root is resolved with ``realpath`` too); ``internal_error`` if git fails
-        or takes longer than 30 s.
+        or its preparatory calls use up the 30 s limit (the patch itself is cut at the limit).
     """
     if not isinstance(cwd, str) or not os.path.isabs(cwd) or "\x00" in cwd:
         raise BatonError("invalid_argument", "cwd must be an absolute path")
@@ -172,14 +176,19 @@ def _git(
 
 
 def _diff(cwd: str, max_bytes: int, deadline: float) -> WorkspaceDiff:
-    probe = subprocess.run(
-        [*_GIT, "-C", cwd, "rev-parse", "--show-toplevel", "--absolute-git-dir"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env=_env(),
-        timeout=max(deadline - time.monotonic(), 0.1),
-        check=False,
-    )
+    try:
+        probe = subprocess.run(
+            [*_GIT, "-C", cwd, "rev-parse", "--show-toplevel", "--absolute-git-dir"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=_env(),
+            timeout=max(deadline - time.monotonic(), 0.1),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise _GitFailed("timed out") from None
+    except OSError as exc:
+        raise _GitFailed(f"cannot run git: {exc.strerror}") from None
     lines = probe.stdout.decode("utf-8", "surrogateescape").splitlines()
     if probe.returncode != 0 or len(lines) != 2:
         return WorkspaceDiff("not_git", cwd, None, "", False, (), 0)
@@ -244,29 +253,34 @@ def _bounded_diff(
     assert process.stdout is not None
     chunks: list[bytes] = []
     size = 0
+    finished = False
     try:
-        while size <= max_bytes and time.monotonic() < deadline:
+        while size <= max_bytes:
+            remaining = deadline - time.monotonic()
+            readable, _, _ = select.select([process.stdout], [], [], max(remaining, 0))
+            if not readable:
+                break  # the deadline passed while git was still working
             chunk = os.read(process.stdout.fileno(), 64 * 1024)
             if not chunk:
+                finished = True
                 break
             chunks.append(chunk)
             size += len(chunk)
     finally:
-        cut = size > max_bytes or time.monotonic() >= deadline
-        if process.poll() is None:
-            process.kill()  # our own child, by its pid
+        if not finished:
+            process.kill()  # our own child, by its pid: the rest of its output is not wanted
         process.stdout.close()
-        code = process.wait()
-    if not cut and code != 0:
+        try:
+            code = process.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+    if finished and code != 0:
         raise _GitFailed(f"git diff exited {code}")
-    data = b"".join(chunks)
-    if size > max_bytes:
-        data = data[:max_bytes]
-        while data and data[-1] & 0xC0 == 0x80:
-            data = data[:-1]
-        if data and data[-1] >= 0xC0:  # a lead byte whose sequence was cut
-            data = data[:-1]
-    return data.decode("utf-8", "replace"), cut
+    data = b"".join(chunks)[:max_bytes]
+    # Not final: a sequence cut at the end is held back, invalid bytes elsewhere are replaced.
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=finished)
+    return text, not finished
 
 
 def _numstat(output: bytes, new_files: set[str]) -> list[DiffFile]:

@@ -23,7 +23,12 @@ from baton.harnesses.droid_transcript import TranscriptReader
 from tests.droid_mcp.real_home import CONTENT_WORD, MISSION_ID, RealHome, build_real_home, opened
 from tests.fakes import model_server as model_server_module
 from tests.fakes.droid_env import droid_path, droid_skip_reason
-from tests.fakes.model_server import DEFAULT_TITLE, ScriptedModelServer, is_turn_request
+from tests.fakes.model_server import (
+    DEFAULT_TITLE,
+    ScriptedModelServer,
+    is_turn_request,
+    write_droid_settings,
+)
 
 DROID = droid_path()
 
@@ -260,8 +265,6 @@ def test_cursor_taken_before_the_llm_title_and_a_rename_resumes_exactly(
 
 def build_home_only(root: Path, base_url: str) -> RealHome:
     """A RealHome with its repos and settings but no sessions yet."""
-    from tests.fakes.model_server import write_droid_settings
-
     assert DROID is not None
     (root / "repoA").mkdir()
     (root / "home").mkdir()

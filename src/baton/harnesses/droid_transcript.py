@@ -398,8 +398,8 @@ class TranscriptReader:
 
     def _line_end(self, handle: IO[bytes], header: int, rel: int) -> int:
         handle.seek(header + rel)
-        line = next(lines(handle, rel, self._max))
-        return line.rel + line.size
+        line = next(lines(handle, rel, self._max), None)
+        return rel if line is None else line.rel + line.size  # None: the file changed meanwhile
 
     def _latest(
         self, handle: IO[bytes], header: int, max_events: int
