@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -291,3 +292,12 @@ def test_message_count_counts_visible_user_and_assistant_text_only(tmp_path: Pat
     fs.write_session(tmp_path, session_id="s", cwd="/w", records=records)
     index = index_of(tmp_path)
     assert index.message_count(by_id(index)["s"]) == 2
+
+
+def test_a_removed_project_directory_takes_its_sessions_with_it(tmp_path: Path) -> None:
+    gone = fs.write_session(tmp_path, session_id="s", cwd="/w/a")
+    fs.write_session(tmp_path, session_id="t", cwd="/w/b")
+    index = index_of(tmp_path)
+    assert set(by_id(index)) == {"s", "t"}
+    shutil.rmtree(gone.parent)
+    assert set(by_id(index)) == {"t"}

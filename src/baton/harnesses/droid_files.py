@@ -248,7 +248,10 @@ class SessionFileIndex:
         """Stat every transcript of one directory; re-read what changed. True if any did."""
         entries = self._entries
         changed = False
-        fd = os.open(listing.path, _DIR_FLAGS) if _DIR_FD_STAT else None
+        try:
+            fd = os.open(listing.path, _DIR_FLAGS) if _DIR_FD_STAT else None
+        except OSError:  # removed since it was listed: its sessions are gone
+            return self._forget(listing.files)
         try:
             for name, path in listing.files:
                 try:
