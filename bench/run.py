@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import (
     concurrency,
+    droid_find,
     followup,
     history_scaling,
     real_turn,
@@ -41,6 +42,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     concurrency.NAME: concurrency.run,
     real_turn.NAME: real_turn.run,
     followup.NAME: followup.run,
+    droid_find.NAME: droid_find.run,
 }
 
 

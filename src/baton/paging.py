@@ -1,10 +1,11 @@
-"""Bounded text for callers: UTF-16 paging and truncation.
+"""Bounded text for callers: UTF-16 paging and truncation, and UTF-8 byte paging.
 
-Unpaired surrogates pass through unchanged (``surrogatepass``): a streamed text may end in half
-of a pair that the next piece completes; cleaning is :func:`baton.text.clean`'s job.
-
-Offsets count UTF-16 code units (JavaScript string characters), as ``controller-tools.md`` pins, so
-callers in any language page losslessly. A page never splits a surrogate pair.
+Controller offsets count UTF-16 code units (JavaScript string characters), as
+``controller-tools.md`` pins, so callers in any language page losslessly; a page never splits a
+surrogate pair. droid-mcp pages by UTF-8 bytes instead (:func:`page_utf8`); a page never splits
+a UTF-8 sequence. Unpaired surrogates pass through the UTF-16 functions unchanged
+(``surrogatepass``): a streamed text may end in half of a pair that the next piece completes;
+cleaning is :func:`baton.text.clean`'s job.
 """
 
 from __future__ import annotations
@@ -78,3 +79,57 @@ def tail(text: str, limit: int) -> str:
     if total <= limit:
         return text
     return page_utf16(text, total - limit, limit).text
+
+
+@dataclass(frozen=True)
+class BytePage:
+    """One page of a text by UTF-8 bytes: ``text`` starts at byte ``offset``.
+
+    ``next_offset`` is None at the end; ``total_bytes`` is the UTF-8 length of the whole text.
+    """
+
+    text: str
+    offset: int
+    next_offset: int | None
+    total_bytes: int
+
+
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def page_utf8(text: str, offset: int, max_bytes: int) -> BytePage:
+    """Return the page of ``text`` starting at UTF-8 byte ``offset`` with at most ``max_bytes``.
+
+    droid-mcp pages ``droid_result`` by byte offset (``shared/spec/droid-mcp.md``, tool
+    reference: ``offset``, ``maxBytes``, ``nextOffset``). A page never starts or ends inside a
+    UTF-8 sequence: an ``offset`` inside one moves forward to the next character, and an end
+    inside one moves back before it (a ``max_bytes`` smaller than one character still makes
+    progress by taking that whole character). ``offset`` past the end yields an empty last page.
+    Lone surrogates, which JSON text may carry, count as the three bytes ``surrogatepass`` gives.
+
+    Raises
+    ------
+    ValueError
+        If ``offset < 0`` or ``max_bytes < 1``.
+    """
+    if offset < 0 or max_bytes < 1:
+        raise ValueError("offset must be >= 0 and max_bytes >= 1")
+    data = text.encode("utf-8", "surrogatepass")
+    total = len(data)
+    start = min(offset, total)
+    while start < total and _is_continuation(data[start]):
+        start += 1
+    end = min(start + max_bytes, total)
+    while start < end < total and _is_continuation(data[end]):
+        end -= 1
+    if end == start < total:  # max_bytes below one character: take the whole character
+        end = start + 1
+        while end < total and _is_continuation(data[end]):
+            end += 1
+    return BytePage(
+        text=data[start:end].decode("utf-8", "surrogatepass"),
+        offset=start,
+        next_offset=end if end < total else None,
+        total_bytes=total,
+    )

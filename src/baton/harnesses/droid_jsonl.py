@@ -1,0 +1,164 @@
+"""Droid transcript lines (JSON Lines, ``<sessionId>.jsonl``) framed and classified.
+
+Record shapes (Droid CLI 0.225.2, measured; ``shared/design/WAVE2.md`` §4.2):
+``{type: "message", id, timestamp, message: {role, content[], visibility?}}`` with ``text``,
+``tool_use`` and (in user records) snake_case ``tool_result`` blocks; ``llm_only`` context records
+and ``user_only`` notices; ``{type: "agent_turn_outcome", turnId, reason}``. Keys come in that
+order on disk, so a record too long to parse is still classified from its first bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Literal
+
+#: Bytes kept of a record too long to parse (its type, id, role and timestamp come first).
+PREFIX_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Line:
+    rel: int  # offset from the start of line 1
+    size: int  # bytes, newline included
+    raw: bytes | None  # None when longer than max_record_bytes
+    prefix: bytes
+
+
+def lines(handle: IO[bytes], rel: int, max_bytes: int) -> Iterator[Line]:
+    """Complete lines from the handle's position (``rel`` bytes after line 1's start).
+
+    An unterminated last line is being written: it is not yielded, so it is read again later.
+    """
+    while True:
+        line = handle.readline(max_bytes + 1)
+        if not line:
+            return
+        if line.endswith(b"\n"):
+            yield Line(rel, len(line), line, line[:PREFIX_BYTES])
+            rel += len(line)
+            continue
+        if len(line) <= max_bytes:
+            return
+        size = len(line)
+        prefix = line[:PREFIX_BYTES]
+        while True:
+            chunk = handle.readline(1 << 20)
+            if not chunk:
+                return
+            size += len(chunk)
+            if chunk.endswith(b"\n"):
+                break
+        yield Line(rel, size, None, prefix)
+        rel += size
+
+
+Kind = Literal["prompt", "assistant", "tool_result", "hidden", "outcome", "other", "broken"]
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str | None
+    kind: Kind
+    at: str | None = None
+    text: str | None = None
+    oversized: bool = False
+    tools: tuple[tuple[str, str], ...] = ()
+    turn_id: str | None = None
+    reason: str | None = None
+
+
+_PREFIX_FIELDS = {
+    name: re.compile(rb'"' + name.encode() + rb'":"((?:[^"\\]|\\.){0,200})"')
+    for name in ("type", "id", "role", "timestamp", "visibility", "turnId")
+}
+
+
+def _prefix_field(prefix: bytes, name: str) -> str | None:
+    match = _PREFIX_FIELDS[name].search(prefix)
+    return match.group(1).decode("utf-8", "replace") if match else None
+
+
+def _oversizedrecord(prefix: bytes) -> Record:
+    """A record too long to parse, classified from its first bytes (keys come first on disk)."""
+    kind_name = _prefix_field(prefix, "type")
+    key = _prefix_field(prefix, "id") or kind_name
+    at = _prefix_field(prefix, "timestamp")
+    if kind_name != "message":
+        return Record(key=key, kind="other", at=at, oversized=True)
+    if _prefix_field(prefix, "visibility") in ("llm_only", "user_only"):
+        return Record(key=key, kind="hidden", at=at, oversized=True)
+    role = _prefix_field(prefix, "role")
+    if role == "assistant":
+        return Record(key=key, kind="assistant", at=at, text="", oversized=True)
+    if b'"tool_result"' in prefix:
+        return Record(key=key, kind="tool_result", at=at, oversized=True)
+    return Record(key=key, kind="prompt", at=at, text="", oversized=True)
+
+
+def record(line: Line) -> Record:
+    if line.raw is None:
+        return _oversizedrecord(line.prefix)
+    try:
+        value = json.loads(line.raw)
+    except ValueError:
+        return Record(key=None, kind="broken")
+    if not isinstance(value, dict):
+        return Record(key=None, kind="broken")
+    kind_name = value.get("type")
+    record_id = value.get("id")
+    if kind_name == "agent_turn_outcome":
+        turn_id = _str(value.get("turnId"))
+        return Record(
+            key=f"outcome:{turn_id}",
+            kind="outcome",
+            turn_id=turn_id,
+            reason=_str(value.get("reason")),
+        )
+    key = record_id if isinstance(record_id, str) else _str(kind_name)
+    message = value.get("message")
+    if kind_name != "message" or not isinstance(message, dict):
+        return Record(key=key, kind="other")
+    at = _str(value.get("timestamp"))
+    if message.get("visibility") in ("llm_only", "user_only"):
+        return Record(key=key, kind="hidden", at=at)
+    blocks = [b for b in _list(message.get("content")) if isinstance(b, dict)]
+    texts = [
+        b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    if message.get("role") == "assistant":
+        tools = tuple(
+            (_str(b.get("id")) or "", _str(b.get("name")) or "")
+            for b in blocks
+            if b.get("type") == "tool_use"
+        )
+        return Record(key=key, kind="assistant", at=at, text="".join(texts), tools=tools)
+    if message.get("role") == "user":
+        if any(b.get("type") == "tool_result" for b in blocks):
+            return Record(key=key, kind="tool_result", at=at)
+        if texts:
+            return Record(key=key, kind="prompt", at=at, text="".join(texts))
+    return Record(key=key, kind="other", at=at)
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def read_header(handle: IO[bytes]) -> int | None:
+    """Byte length of line 0 (newline included), leaving the handle at line 1; None if absent."""
+    handle.seek(0)
+    size = 0
+    while True:
+        chunk = handle.readline(1 << 16)
+        if not chunk:
+            return None
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            return size

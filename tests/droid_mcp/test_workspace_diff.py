@@ -1,0 +1,155 @@
+"""workspace_diff on real git repositories made by the tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from baton.errors import BatonError
+from baton.workspace_diff import workspace_diff
+
+GIT_ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=GIT_ENV, check=True, capture_output=True, text=True
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "tracked.txt").write_text("one\ntwo\n")
+    (path / ".gitignore").write_text("*.log\n")
+    (path / "sub").mkdir()
+    (path / "sub" / "keep.txt").write_text("keep\n")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "base")
+    return path
+
+
+def index_state(repo: Path) -> tuple[bytes, int]:
+    index = repo / ".git" / "index"
+    return index.read_bytes(), index.stat().st_mtime_ns
+
+
+def test_tracked_edit_and_new_file_appear_without_touching_the_index(repo: Path) -> None:
+    (repo / "tracked.txt").write_text("one\n2\n")
+    (repo / "sub" / "new.py").write_text("print('hi')\n")
+    before = index_state(repo)
+    diff = workspace_diff(str(repo / "sub"), [str(repo.parent)])
+    assert index_state(repo) == before
+    assert git(repo, "status", "--porcelain") == " M tracked.txt\n?? sub/new.py\n"
+    assert (diff.state, diff.repo, diff.truncated) == ("ok", str(repo), False)
+    assert "-two\n+2\n" in diff.text
+    assert "+++ b/sub/new.py\n" in diff.text and "+print('hi')\n" in diff.text
+    assert [f.to_json() for f in diff.files] == [
+        {"path": "sub/new.py", "added": 1, "deleted": 0, "binary": False, "new": True},
+        {"path": "tracked.txt", "added": 1, "deleted": 1, "binary": False, "new": False},
+    ]
+
+
+def test_ignored_files_are_not_shown(repo: Path) -> None:
+    (repo / "debug.log").write_text("noise\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert diff.text == "" and diff.files == ()
+
+
+def test_staged_changes_count_and_stay_staged(repo: Path) -> None:
+    (repo / "staged.txt").write_text("s\n")
+    git(repo, "add", "staged.txt")
+    before = index_state(repo)
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert [f.path for f in diff.files] == ["staged.txt"]
+    assert diff.files[0].untracked is False
+    assert index_state(repo) == before
+
+
+def test_binary_file_is_summarised(repo: Path) -> None:
+    (repo / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "Binary files /dev/null and b/blob.bin differ" in diff.text
+    assert diff.files[0].binary and diff.files[0].to_json()["added"] is None
+
+
+def test_large_diff_is_cut_at_the_cap_on_a_utf8_boundary(repo: Path) -> None:
+    (repo / "big.txt").write_text("é" * 50_000 + "\n")
+    diff = workspace_diff(str(repo), [str(repo)], max_bytes=1001)
+    assert diff.truncated
+    assert len(diff.text.encode("utf-8")) <= 1001
+    assert "\ufffd" not in diff.text  # no broken character at the cut
+    assert diff.files[0].path == "big.txt"
+
+
+def test_repository_without_commits_diffs_against_the_empty_tree(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git(fresh, "init", "-q")
+    (fresh / "a.txt").write_text("a\n")
+    diff = workspace_diff(str(fresh), [str(tmp_path)])
+    assert diff.state == "ok" and "+a\n" in diff.text
+    assert not (fresh / ".git" / "index").exists()  # git created no index for the user
+
+
+def test_non_git_directory_is_a_clear_result(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    diff = workspace_diff(str(plain), [str(tmp_path)])
+    assert (diff.state, diff.repo, diff.text, diff.files) == ("not_git", None, "", ())
+
+
+def test_cwd_outside_the_roots_is_refused(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "roots"
+    other.mkdir()
+    with pytest.raises(BatonError) as caught:
+        workspace_diff(str(repo), [str(other)])
+    assert caught.value.code == "workspace_not_approved"
+
+
+def test_symlink_into_a_root_from_outside_is_judged_by_its_target(
+    repo: Path, tmp_path: Path
+) -> None:
+    roots = tmp_path / "roots"
+    roots.mkdir()
+    (roots / "link").symlink_to(repo)
+    with pytest.raises(BatonError):
+        workspace_diff(str(roots / "link"), [str(roots)])
+    (tmp_path / "rootlink").symlink_to(repo.parent)
+    assert workspace_diff(str(repo), [str(tmp_path / "rootlink")]).state == "ok"
+
+
+def test_sibling_prefix_is_not_inside(repo: Path, tmp_path: Path) -> None:
+    with pytest.raises(BatonError):
+        workspace_diff(str(repo), [str(tmp_path / "rep")])
+
+
+@pytest.mark.parametrize("cwd", ["relative/path", "/no/such/dir"])
+def test_bad_or_missing_cwd_is_refused(repo: Path, cwd: str) -> None:
+    with pytest.raises(BatonError) as caught:
+        workspace_diff(cwd, ["/"])
+    assert caught.value.code in ("invalid_argument", "workspace_not_approved")
+
+
+def test_user_diff_drivers_are_not_run(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "driver-ran"
+    git(repo, "config", "diff.evil.command", f"touch {marker}; true")
+    git(repo, "config", "diff.evil.textconv", f"touch {marker}; cat")
+    (repo / ".gitattributes").write_text("*.txt diff=evil\n")
+    (repo / "tracked.txt").write_text("changed\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "+changed" in diff.text
+    assert not marker.exists()
