@@ -7,6 +7,7 @@ on stderr and exit non-zero, having changed nothing.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import secrets
@@ -18,12 +19,13 @@ from pathlib import Path
 import anyio
 from pydantic import ValidationError
 
-from baton.config import Config, config_problems, load_config
+from baton.config import Config, config_problems, droid_mcp_fallbacks, load_config
 from baton.engine.engine import Engine
 from baton.errors import ConfigError, StateError
+from baton.runtime import runtime_dir
 from baton.store import OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
-from baton.surfaces.controller import build_server
+from baton.surfaces import SURFACES
 
 log = logging.getLogger("baton")
 
@@ -34,10 +36,15 @@ EXIT_STATE = 3
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="baton", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve the controller surface over MCP")
+    serve = sub.add_parser("serve", help="serve one surface over MCP (stdio or HTTP)")
     serve.add_argument("--config", help="absolute path of the JSON config (default: embedded)")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP instead of stdio")
-    serve.add_argument("--surface", default="controller", choices=["controller"])
+    serve.add_argument(
+        "--surface",
+        default="controller",
+        choices=sorted(SURFACES),
+        help="the tool set to serve (default: controller)",
+    )
     token = sub.add_parser("token", help="bearer tokens for HTTP mode")
     token_sub = token.add_subparsers(dest="token_command", required=True)
     new = token_sub.add_parser("new", help="write a fresh private token file (mode 0600)")
@@ -55,8 +62,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.command == "token":
         sys.exit(_token_new(Path(args.file)))
+    env_token = os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
     try:
-        config = load_config(args.config)
+        fallbacks = droid_mcp_fallbacks(os.environ) if args.surface == "droid-mcp" else {}
+        if env_token and args.surface == "droid-mcp":
+            fallbacks["tokenFile"] = _env_token_file(env_token)
+        config = load_config(args.config, fallbacks)
         if args.http:
             config = _with_http(config, args.http)
         if config.transport == "http":
@@ -69,7 +80,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_CONFIG)
     if (warning := config.exposure_warning()) is not None:
         print(f"baton: warning: {warning}", file=sys.stderr)
-    sys.exit(serve(config, profile=args.surface))
+    sys.exit(serve(config, surface=args.surface))
+
+
+def _env_token_file(token: str) -> str:
+    """droid-mcp's ``DROID_MCP_TOKEN`` as a private token file in the runtime directory (0600,
+    tmpfs where the system has one), so the HTTP listener reads it like any ``tokenFile``; the
+    variable itself is already gone from the environment."""
+    path = runtime_dir("tokens") / f"droid-mcp-{os.getpid()}.token"
+    write_private_file(path, (token.strip() + "\n").encode())
+    atexit.register(path.unlink, missing_ok=True)
+    return str(path)
 
 
 def _with_http(config: Config, spec: str) -> Config:
@@ -119,7 +140,7 @@ def _make_private_parents(directory: Path) -> None:
         created.chmod(0o700)  # mkdir's mode is filtered by the umask
 
 
-def serve(config: Config, *, profile: str) -> int:
+def serve(config: Config, *, surface: str = "controller") -> int:
     """Own the state directory, settle what a previous owner left, and serve until EOF/signal.
 
     The process umask is left as the operator set it: workers, agents and every command an agent
@@ -129,7 +150,7 @@ def serve(config: Config, *, profile: str) -> int:
     database file's mode).
     """
     state_dir = Path(config.stateDirectory)
-    owner = OwnerLock(state_dir, profile)
+    owner = OwnerLock(state_dir, "serve")
     store = Store(state_dir)
     try:
         prepare_state_directory(state_dir)
@@ -151,7 +172,7 @@ def serve(config: Config, *, profile: str) -> int:
             log.warning(
                 "settled %d run(s) left live by the previous owner as unknown", len(settled)
             )
-        anyio.run(_serve_async, engine, config, release)
+        anyio.run(_serve_async, engine, config, release, surface)
     except (ConfigError, BaseExceptionGroup) as exc:  # e.g. the HTTP port cannot be bound
         problems = _config_errors(exc)
         if not problems:
@@ -173,8 +194,10 @@ def _config_errors(exc: BaseException) -> list[ConfigError]:
     return []
 
 
-async def _serve_async(engine: Engine, config: Config, release: Callable[[], None]) -> None:
-    server = build_server(engine)
+async def _serve_async(
+    engine: Engine, config: Config, release: Callable[[], None], surface: str
+) -> None:
+    server = SURFACES[surface](engine)
     engine.workers.prime()  # the first run should not wait for a worker's imports
     async with anyio.create_task_group() as tg:
 

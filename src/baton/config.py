@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -51,6 +52,33 @@ class PuckConfig(BaseModel):
     """Default recipient conversation (e.g. ``T-...``) for new sessions."""
     url: str = Field(pattern=r"^https?://")
     """The Amp MCP endpoint, the same URL Droid's stored MCP OAuth was completed for."""
+
+
+class DroidMcpConfig(BaseModel):
+    """Tunables of the droid-mcp surface (``droid-mcp.md``; ``WAVE2.md`` §6.8). Its roots and
+    autonomy cap are the host's ``approvedDirectories`` and ``maxAutonomy``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    maxLiveTurns: int = Field(default=3, ge=1, le=16)
+    """Turns running or waiting on a prompt at once, across own sessions (contract: 3)."""
+    perRepoLiveTurns: int = Field(default=1, ge=1, le=16)
+    """Live turns per repository, the nearest ancestor with ``.git`` (contract: 1)."""
+    maxOwnSessions: int = Field(default=8, ge=1, le=64)
+    """Own sessions kept open; at the cap the one idle longest is closed first."""
+    pendingPromptTimeoutMs: int = Field(default=1_800_000, ge=1000, le=86_400_000)
+    """An unanswered permission prompt or question is cancelled after this long (30 min)."""
+    interruptWaitMs: int = Field(default=15_000, ge=100, le=120_000)
+    """``droid_send`` with ``mode: "interrupt"`` waits this long for the running turn to end;
+    if it does not, nothing is sent (contract: 15 s)."""
+    eventsKept: int = Field(default=1000, ge=10, le=100_000)
+    """Events kept per own session for ``droid_wait`` (older ones become a ``gap``)."""
+    localResumeQuietMs: int = Field(default=1_800_000, ge=0, le=86_400_000)
+    """A local session is resumed only if its transcript was quiet this long (30 min)."""
+    keyRetentionDays: int = Field(default=7, ge=1, le=365)
+    """Idempotency keys are remembered this many days (contract: 7)."""
+    factoryApiBaseUrl: str = Field(default="https://api.factory.ai", pattern=r"^https?://")
+    """Factory's REST API, used only when ``FACTORY_API_KEY`` is set."""
 
 
 class Config(BaseModel):
@@ -100,6 +128,8 @@ class Config(BaseModel):
     (``setup_failed``) instead of hanging. A healthy Droid answers in about a second."""
     puck: PuckConfig | None = None
     """Optional reply channel (``controller.md``)."""
+    droidMcp: DroidMcpConfig = Field(default_factory=DroidMcpConfig)
+    """The droid-mcp surface's tunables."""
 
     @model_validator(mode="after")
     def _default_within_ceiling(self) -> Config:
@@ -180,10 +210,35 @@ _UNSET_DROID = "/droidPath-not-set"
 PATH lookup (and its error) comes only after every other problem has been reported."""
 
 
-def load_config(path: str | None) -> Config:
+def droid_mcp_fallbacks(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Config values the droid-mcp contract reads from its environment, used when the config
+    file leaves the key out (``WAVE2.md`` decision 1; ``droid-mcp.md``, "Configuration"):
+
+    - ``DROID_MCP_ROOTS`` (colon-separated absolute directories) → ``approvedDirectories``;
+    - ``DROID_MCP_MAX_AUTONOMY`` → ``maxAutonomy``; an unrecognised value means ``off``, and the
+      default autonomy is lowered to match.
+
+    ``DROID_MCP_TOKEN`` (the HTTP bearer) is read by the command line, which also removes it from
+    the process environment so no agent inherits it.
+    """
+    fallbacks: dict[str, Any] = {}
+    roots = [r for r in environ.get("DROID_MCP_ROOTS", "").split(":") if r]
+    if roots:
+        fallbacks["approvedDirectories"] = roots
+    cap = environ.get("DROID_MCP_MAX_AUTONOMY")
+    if cap is not None:
+        level = cap if cap in AUTONOMY_ORDER else "off"
+        fallbacks["maxAutonomy"] = level
+        fallbacks["defaultAutonomy"] = level
+    return fallbacks
+
+
+def load_config(path: str | None, fallbacks: Mapping[str, Any] | None = None) -> Config:
     """Load, validate and canonicalise the host configuration.
 
-    ``path`` None means the embedded defaults: the current directory as the only approved root,
+    ``fallbacks`` (e.g. :func:`droid_mcp_fallbacks`) replace embedded defaults for keys the file
+    leaves out. ``path`` None means the embedded defaults: the current directory as the only
+    approved root,
     the platform state directory and ``droid`` from ``PATH``. Everything else is validated
     before ``droid`` is looked up on ``PATH``, so a config error is never reported as a missing
     Droid CLI.
@@ -197,7 +252,7 @@ def load_config(path: str | None) -> Config:
         file, a token file that is not private, no droid CLI (droidPath unset and none on PATH),
         a droidPath that is not executable.
     """
-    raw: dict[str, Any] = _embedded_defaults()
+    raw: dict[str, Any] = {**_embedded_defaults(), **(fallbacks or {})}
     if path is not None:
         if not os.path.isabs(path):
             raise ConfigError(f"config path must be absolute: {path!r}")
@@ -211,6 +266,8 @@ def load_config(path: str | None) -> Config:
         if not isinstance(loaded, dict):
             raise ConfigError(f"config {path} must be a JSON object")
         raw = {**{k: v for k, v in raw.items() if k not in loaded}, **loaded}
+        if "defaultAutonomy" not in loaded and "maxAutonomy" in loaded and fallbacks:
+            raw.pop("defaultAutonomy", None)  # a fallback default never exceeds the file's cap
     droid_unset = "droidPath" not in raw
     if droid_unset:
         raw["droidPath"] = _UNSET_DROID

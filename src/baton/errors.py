@@ -38,6 +38,9 @@ ErrorCode = Literal[
     "conflict",
     "operation_failed",
     "cursor_expired",
+    "agent_failed",
+    "rest_failed",
+    "worktree_failed",
 ]
 
 #: Codes a caller may retry unchanged after waiting (the condition is transient).

@@ -50,19 +50,24 @@ def server_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
-def server_params(config: Path, env: dict[str, str]) -> StdioServerParameters:
+def server_params(
+    config: Path, env: dict[str, str], surface: str = "controller"
+) -> StdioServerParameters:
+    serve = ["serve", "--config", str(config), "--surface", surface]
     return StdioServerParameters(
         command=sys.executable,
-        args=["-c", "from baton.cli import main; main()", "serve", "--config", str(config)],
+        args=["-c", "from baton.cli import main; main()", *serve],
         env=env,
         cwd=str(REPO),
     )
 
 
 @asynccontextmanager
-async def baton(config: Path, env: dict[str, str]) -> AsyncIterator[Client]:
+async def baton(
+    config: Path, env: dict[str, str], surface: str = "controller"
+) -> AsyncIterator[Client]:
     """A connected MCP client; the server process ends when the block exits."""
-    async with Client(server_params(config, env)) as client:
+    async with Client(server_params(config, env, surface)) as client:
         yield client
 
 

@@ -47,6 +47,9 @@ class Catalogue:
         self._value: dict[str, Any] | None = None
         self._expires = 0.0
         self._refresh: asyncio.Future[dict[str, Any]] | None = None
+        #: Droid's raw records of the last successful discovery (for surfaces that need more
+        #: than the contract's entry, e.g. whether a model is custom).
+        self.raw: list[dict[str, Any]] = []
 
     async def get(self) -> dict[str, Any]:
         """The current catalogue, refreshing it once for all concurrent callers when expired.
@@ -71,7 +74,8 @@ class Catalogue:
             raise BatonError(
                 "model_discovery_failed", f"Droid model discovery failed: {exc}"
             ) from exc
-        models = [catalogue_entry(m) for m in raw if not m.get("disabled") and m.get("id")]
+        self.raw = [m for m in raw if not m.get("disabled") and m.get("id")]
+        models = [catalogue_entry(m) for m in self.raw]
         models.sort(key=lambda m: (str(m["displayName"]), str(m["id"])))
         value = {"fetchedAt": utc_now(), "models": models}
         self._value = value

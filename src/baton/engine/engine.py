@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -23,7 +25,7 @@ from baton.engine.intents import TurnRequest
 from baton.engine.lease import WorkerLease
 from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder, HeldLock, WorkspaceLocks
-from baton.engine.policy import SurfacePolicy
+from baton.engine.policy import POLICIES, SurfacePolicy
 from baton.engine.runs import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
 from baton.engine.workspaces import TreeLock, find_conflict
 from baton.errors import BatonError
@@ -31,6 +33,9 @@ from baton.runtime import runtime_dir
 from baton.store import Store
 from baton.supervisor import procs, wire
 from baton.supervisor.supervisor import WorkerPool, worker_environment
+
+if TYPE_CHECKING:
+    from baton.engine.droid_mcp.service import DroidMcp
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +62,21 @@ class Engine:
         self._held: dict[str, HeldLock] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
         self.controller = ControllerRuns(self)
+        self._droid_mcp: DroidMcp | None = None
+
+    def droid_mcp(self) -> DroidMcp:
+        """The droid-mcp service of this engine (created on first use): own sessions, local
+        sessions under ``$HOME/.factory``, and the Factory REST API when ``FACTORY_API_KEY`` is
+        set (``droid-mcp.md``, "Access at a glance")."""
+        if self._droid_mcp is None:
+            from baton.engine.droid_mcp.service import DroidMcp
+            from baton.harnesses.droid_rest import FactoryRest
+
+            key = os.environ.get("FACTORY_API_KEY")
+            rest = FactoryRest(self.config.droidMcp.factoryApiBaseUrl, key) if key else None
+            home = Path(os.path.expanduser("~")) / ".factory"
+            self._droid_mcp = DroidMcp(self, factory_home=home, rest=rest)
+        return self._droid_mcp
 
     # -- the controller's commands (``baton.engine.runs``) ---------------------------------------
 
@@ -111,6 +131,10 @@ class Engine:
                 utc_now(),
             )
             settled.append(row["run_id"])
+        for policy in POLICIES.values():
+            if policy.lifetime == "per_session":  # their agents died with the previous owner
+                for session in self.store.open_sessions(policy.name):
+                    self.store.set_session_status(session["session_key"], "closed", utc_now())
         for row in self.store.unreaped_workers():
             group = procs.WorkerGroup(int(row["pgid"]), float(row["started"]), row["marker"])
             if procs.kill_recorded_group(group):
@@ -150,6 +174,7 @@ class Engine:
         run_id: str | None,
         job: BaseModel,
         setup: Callable[[LiveSession], None] | None = None,
+        prompt_timeout_s: float = 1800.0,
     ) -> LiveSession:
         """Register a live session and start its worker in the background (no ``await``)."""
         lease = WorkerLease(
@@ -165,10 +190,9 @@ class Engine:
             session_key=session_key,
             workspace=workspace,
             autonomy=autonomy,
-            surface=policy.name,
-            events_kept=policy.events_kept,
+            policy=policy,
             prompt_cap=self.config.maxAutonomy,
-            prompt_timeout_s=1800.0,
+            prompt_timeout_s=prompt_timeout_s,
             on_opened=self._on_opened,
             on_gone=self._on_gone,
         )
@@ -231,7 +255,7 @@ class Engine:
         held = [
             TreeLock(key, s.workspace, s.autonomy)
             for key, s in self.live.items()
-            if key in self._held or s.surface == "controller"
+            if key in self._held
         ]
         local = find_conflict(workspace, autonomy, held)
         if local is not None:

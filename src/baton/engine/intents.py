@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,12 @@ class Intent:
             separators=(",", ":"),
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def fingerprint(payload: Mapping[str, Any]) -> str:
+    """Hex SHA-256 of the canonical JSON of an intent ``payload`` (droid-mcp and Spawnea: the
+    operation, its target, the prompt and the effective settings; the prompt is never stored)."""
+    canonical = json.dumps(
+        {"v": 1, **payload}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()

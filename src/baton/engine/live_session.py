@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from baton.engine.eventlog import EventLog
 from baton.engine.lease import WorkerLease
+from baton.engine.policy import SurfacePolicy
 from baton.engine.prompts import PendingPrompts
 from baton.engine.recorder import RunRecorder, TurnObserver
 from baton.harnesses.bounded import bounded
@@ -64,8 +65,7 @@ class LiveSession:
         session_key: str,
         workspace: str,
         autonomy: str,
-        surface: str,
-        events_kept: int,
+        policy: SurfacePolicy,
         prompt_cap: str,
         prompt_timeout_s: float,
         on_opened: Callable[[LiveSession], None],
@@ -76,8 +76,10 @@ class LiveSession:
         self.session_key = session_key
         self.workspace = workspace
         self.autonomy = autonomy
-        self.surface = surface
-        self.log = EventLog(events_kept)
+        self.policy = policy
+        self.log = EventLog(policy.events_kept)
+        #: Called with each turn's observer once the turn is settled (its terminal report).
+        self.turn_ended: list[Callable[[TurnObserver], None]] = []
         self.prompts = PendingPrompts(self._deliver, prompt_cap, prompt_timeout_s)
         self.turns: dict[str, TurnObserver] = {}
         self.current: TurnObserver | None = None
@@ -166,6 +168,8 @@ class LiveSession:
         for turn in self.turns.values():
             if not turn.terminal:
                 turn.on_lost(reason, failed, unknown)
+                for hook in list(self.turn_ended):
+                    hook(turn)
 
     # -- ops -----------------------------------------------------------------------------------
 
@@ -271,6 +275,8 @@ class LiveSession:
         turn = self._turn(report.turnId)
         if turn is not None:
             turn.on_terminal(report)
+            for hook in list(self.turn_ended):
+                hook(turn)
         for prompt in self.prompts.listed():
             if prompt.turn_id == report.turnId:
                 self.prompts.resolved(prompt.request_id)

@@ -77,6 +77,8 @@ class RunRecorder:
         self.ask_user_declined: list[dict[str, Any]] = []
         self.permissions_declined: list[dict[str, Any]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
+        #: Set once the turn is settled (its terminal state is committed).
+        self.settled = asyncio.Event()
 
     def live_view(self) -> dict[str, Any]:
         """Fresher-than-stored progress for the run view."""
@@ -182,6 +184,7 @@ class RunRecorder:
         if self.terminal:
             return
         self.terminal = True
+        self.settled.set()
         if self._flush_handle is not None:
             self._flush_handle.cancel()
         outcome: dict[str, Any] = {"kind": kind, "reason": reason, "message": message}

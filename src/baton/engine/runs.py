@@ -337,7 +337,7 @@ class ControllerRuns:
                     conflictingRunId=holder_id,
                     workspace=conflict.workspace,
                 )
-        live = [s for s in self.engine.live.values() if s is not ignore]
+        live = [s for s in self.engine.live.values() if s is not ignore and s.policy is CONTROLLER]
         if len(live) >= self.config.maxConcurrentRuns:
             finishing = [s for s in live if _cleaning_up(s)]
             if final or len(live) - len(finishing) >= self.config.maxConcurrentRuns:

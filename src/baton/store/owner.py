@@ -96,7 +96,9 @@ class OwnerLock:
 
     def _check_same_identity(self, previous: dict[str, object]) -> None:
         mine = self._identity()
-        for key in ("host", "home", "profile"):
+        # The profile (serve, daemon) is informational: one state directory serves every surface
+        # and passes from a `baton serve` to a daemon and back (WAVE2.md §6.8).
+        for key in ("host", "home"):
             if previous.get(key) != mine[key]:
                 raise StateError(
                     f"state directory {self.directory} belongs to {key} {previous.get(key)!r}, "

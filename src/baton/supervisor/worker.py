@@ -146,6 +146,9 @@ class Ops:
         self.queue: asyncio.Queue[wire.SubmitOp | wire.RespondOp | wire.CancelOp | wire.CloseOp]
         self.queue = asyncio.Queue()
         self.orphaned = asyncio.Event()
+        self._getter: (
+            asyncio.Task[wire.SubmitOp | wire.RespondOp | wire.CancelOp | wire.CloseOp] | None
+        ) = None
         self._task = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -160,16 +163,21 @@ class Ops:
                 log.error("ignoring a malformed op from the server: %.200r", line)
 
     async def next(self) -> wire.SubmitOp | wire.RespondOp | wire.CancelOp | wire.CloseOp | None:
-        """The next op, or None once the server is gone."""
-        getting = asyncio.ensure_future(self.queue.get())
+        """The next op, or None once the server is gone.
+
+        Safe to cancel: the pending read of the queue is kept and reused by the next call, so an
+        op that arrives while a caller stopped waiting is never lost.
+        """
+        if self._getter is None:
+            self._getter = asyncio.ensure_future(self.queue.get())
         orphaned = asyncio.ensure_future(self.orphaned.wait())
         try:
-            await asyncio.wait({getting, orphaned}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({self._getter, orphaned}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             orphaned.cancel()
-        if getting.done():
-            return getting.result()
-        getting.cancel()
+        if self._getter.done():
+            op, self._getter = self._getter.result(), None
+            return op
         return None
 
     def stop(self) -> None:

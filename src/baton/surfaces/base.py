@@ -90,15 +90,22 @@ class SurfaceServer(MCPServer[Any], ABC):
     def render_error(self, error: BatonError) -> CallToolResult:
         """The surface's tool-error result (``isError: true``) for ``error``."""
 
+    output_schemas: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    """Output schemas (JSON Schema objects) by tool name, published in ``tools/list`` as each
+    tool's ``outputSchema`` (successful ``structuredContent`` conforms; errors are exempt)."""
+
     async def list_tools(self) -> list[MCPTool]:
         """The registered tools; every input schema forbids keys it does not name."""
         tools = await super().list_tools()
-        return [
-            tool.model_copy(
-                update={"input_schema": {**tool.input_schema, "additionalProperties": False}}
-            )
-            for tool in tools
-        ]
+        listed = []
+        for tool in tools:
+            update: dict[str, Any] = {
+                "input_schema": {**tool.input_schema, "additionalProperties": False}
+            }
+            if tool.name in self.output_schemas:
+                update["output_schema"] = dict(self.output_schemas[tool.name])
+            listed.append(tool.model_copy(update=update))
+        return listed
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

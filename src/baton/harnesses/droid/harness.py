@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 import psutil
 from droid_sdk.client import DroidClient
 from droid_sdk.errors import DroidError
-from droid_sdk.schemas.enums import ReasoningEffort
+from droid_sdk.schemas.enums import DroidInteractionMode, ReasoningEffort
 from droid_sdk.transport import ProcessTransport
 
 from baton.harnesses.base import (
@@ -229,7 +229,7 @@ class DroidSession(AgentSession):
             self._spec.autonomy, spec_when_off=self._options.spec_when_off
         )
         if self._options.use_spec:
-            mode = type(mode).Spec
+            mode = DroidInteractionMode.Spec
         return {
             "interactionMode": mode.value,
             "autonomyLevel": level.value,
@@ -241,7 +241,7 @@ class DroidSession(AgentSession):
         spec, options, client = self._spec, self._options, self._client
         mode, level = protocol_settings(spec.autonomy, spec_when_off=options.spec_when_off)
         if options.use_spec:
-            mode = type(mode).Spec
+            mode = DroidInteractionMode.Spec
         effort = ReasoningEffort(spec.reasoning_effort) if spec.reasoning_effort else None
         spec_effort = (
             ReasoningEffort(options.spec_reasoning_effort)
@@ -459,18 +459,37 @@ class DroidSession(AgentSession):
         return terminal_outcome(state.done.result(), state)
 
     async def _apply(self, settings: Mapping[str, Any]) -> None:
-        """Per-turn setting changes (droid-mcp ``droid_send``), checked by read-back."""
+        """Per-turn setting changes (droid-mcp ``droid_send``), checked by read-back.
+
+        Keys: ``model``, ``reasoningEffort``, ``autonomy``, ``specModel``,
+        ``specReasoningEffort``, ``useSpec`` (True switches to Spec mode; nothing switches back),
+        ``restrictToolIds``/``additionalToolIds``/``disabledToolIds``, and ``addTags`` (added to
+        the session's tags, keeping existing tags and their metadata).
+        """
         autonomy = settings.get("autonomy")
         mode = level = None
         if isinstance(autonomy, str):
             mode, level = protocol_settings(autonomy, spec_when_off=self._options.spec_when_off)
+        if settings.get("useSpec") is True:
+            mode = DroidInteractionMode.Spec
         effort = settings.get("reasoningEffort")
+        spec_effort = settings.get("specReasoningEffort")
+        tags = None
+        if settings.get("addTags"):
+            current = [t for t in self._settings.get("tags") or [] if isinstance(t, dict)]
+            names = {t.get("name") for t in current}
+            tags = current + [t for t in settings["addTags"] if t.get("name") not in names]
         await self._client.update_session_settings(
             model_id=settings.get("model"),
             reasoning_effort=ReasoningEffort(effort) if effort else None,
             interaction_mode=mode,
             autonomy_level=level,
-            tags=settings.get("tags"),
+            spec_mode_model_id=settings.get("specModel"),
+            spec_mode_reasoning_effort=ReasoningEffort(spec_effort) if spec_effort else None,
+            restrict_tool_ids=settings.get("restrictToolIds"),
+            additional_tool_ids=settings.get("additionalToolIds"),
+            disabled_tool_ids=settings.get("disabledToolIds"),
+            tags=tags,
         )
         wanted: dict[str, str | None] = {
             "interactionMode": mode.value if mode else None,

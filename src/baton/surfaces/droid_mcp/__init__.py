@@ -1,0 +1,1 @@
+"""The droid-mcp surface (``shared/spec/droid-mcp.md``)."""
