@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -71,7 +72,8 @@ def test_stash_captures_staged_unstaged_and_untracked_and_restores_them(
     assert stash["pinRef"].startswith("refs/baton/stash/")
     assert result.worktree_removed and not os.path.exists(record.path)
     assert not registered(project, record.path)
-    restored = restore_stash(project, tmp_path / "restore", result.branch["tip"], stash["sha"])  # type: ignore[index]
+    assert result.branch is not None
+    restored = restore_stash(project, tmp_path / "restore", result.branch["tip"], stash["sha"])
     after = file_hashes(restored.path)
     assert {k: after[k] for k in original} == original
     status = restored.git("status", "--porcelain=v1", "-uall").splitlines()
@@ -102,9 +104,10 @@ def test_stash_found_by_nonce_even_when_another_worktree_stashes_in_between(
     top = project.git("rev-parse", "stash@{0}")
     assert project.git("log", "-1", "--format=%s", top) == "On baton/s2: sibling stash"
     assert result.stash["sha"] != top
+    assert result.branch is not None
     restored = restore_stash(
         project, tmp_path / "restore", result.branch["tip"], result.stash["sha"]
-    )  # type: ignore[index]
+    )
     after = file_hashes(restored.path)
     assert {k: after[k] for k in original} == original
     assert "sibling.txt" not in after
@@ -152,7 +155,8 @@ def test_nested_repository_left_behind_fails_the_close_and_keeps_the_worktree(
     result = close_worktree(git, record, dirty_changes="stash", journal=journal)
 
     assert result.stash == first
-    assert journal.get("capture").attempts == 1  # type: ignore[union-attr]
+    capture = journal.get("capture")
+    assert capture is not None and capture.attempts == 1
     assert result.worktree_removed
     assert project.git("stash", "list").count("nonce=") == 1
 
@@ -207,7 +211,7 @@ def test_discard_needs_confirmation_and_lists_what_it_discards(
 
 @pytest.mark.parametrize("mode", ["stash", "discard"])
 def test_worktree_locked_by_another_session_is_refused(
-    git: Git, project: Repo, child: Child, mode: str
+    git: Git, project: Repo, child: Child, mode: Literal["stash", "discard"]
 ) -> None:
     """Case 29: a foreign lock blocks both modes (a single --force would not override it
     either; we refuse before trying)."""
@@ -221,7 +225,7 @@ def test_worktree_locked_by_another_session_is_refused(
             git,
             record,
             dirty_changes=mode,
-            confirm_discard=True,  # type: ignore[arg-type]
+            confirm_discard=True,
         )
     )
 

@@ -409,6 +409,7 @@ def test_parent_rewound_before_landing_is_refused(
     advance(project, wt)
     report = preflight(git, record)
     dropped = project.ref("refs/heads/main")
+    assert dropped is not None
 
     def rewind() -> None:
         project.git("reset", "-q", "--hard", "HEAD~1")

@@ -111,7 +111,7 @@ def _symlink_vs_edit(wt: Repo, project: Repo) -> None:
         "rename-rename",
         "file-directory",
         "symlink-vs-file",
-    ],  # fmt: skip
+    ],
 )
 def test_conflicts_are_reported_with_their_paths(
     git: Git,
