@@ -365,3 +365,25 @@ def test_partial_removal_is_reported_and_nothing_is_force_deleted(
         assert error.details["leftAt"] == record.path
         assert kept.read_text() == "precious bytes\n"
         assert not registered(project, record.path)
+
+
+def test_refused_removal_relocks_and_a_retry_removes(git: Git, project: Repo, child: Child) -> None:
+    """Something dirty appeared after the capture: git refuses the removal, the worktree is
+    locked again (still protected), and a retry after the user cleans up completes."""
+    record, wt = child
+    journal = Journal(hook=lambda step, phase: _late_file(wt, step, phase))
+
+    error = refused(lambda: close_worktree(git, record, dirty_changes="stash", journal=journal))
+
+    assert error.reason == "not_captured" and "untracked" in error.details["stderr"]
+    assert f"token={record.token}" in project.git("worktree", "list", "--porcelain")
+    assert wt.read("late.txt") == "written after the capture\n"
+
+    (wt.path / "late.txt").unlink()
+    result = close_worktree(git, record, dirty_changes="stash", journal=Journal(journal.entries))
+    assert result.worktree_removed
+
+
+def _late_file(wt: Repo, step: str, phase: Phase) -> None:
+    if (step, phase) == ("remove", "before") and not (wt.path / "late.txt").exists():
+        wt.write("late.txt", "written after the capture\n")

@@ -19,6 +19,7 @@ from baton.git import (
     WorktreeRecord,
     create_worktree,
     inspect_worktree,
+    reconcile_created,
 )
 from baton.git.records import IDENTITY_MARKER
 from tests.git.repos import Repo, make_child, run_git
@@ -231,3 +232,51 @@ def test_polling_during_agent_commits_causes_no_index_lock_failures(git: Git, ch
     assert failures == []
     assert len(polls) >= 3 and set(polls) == {"ok"}
     assert int(wt.git("rev-list", "--count", "HEAD")) == 2 + 30
+
+
+class _CrashOnActive:
+    """A store that dies when the created worktree would be saved as active."""
+
+    def __init__(self) -> None:
+        self.saved: list[WorktreeRecord] = []
+
+    def save_worktree(self, record: WorktreeRecord) -> None:
+        if record.state == "active":
+            raise KeyboardInterrupt("crash after git worktree add")
+        self.saved.append(record)
+
+    def load_worktree(self, session_key: str) -> WorktreeRecord | None:
+        return self.saved[-1] if self.saved else None
+
+
+def test_create_interrupted_after_the_add_is_reconciled(
+    git: Git, project: Repo, tmp_path: Path
+) -> None:
+    store = _CrashOnActive()
+    with pytest.raises(KeyboardInterrupt):
+        create_worktree(
+            git, project.path, session_key="s1", path=tmp_path / "wt", branch="baton/s1",
+            base_branch="main", store=store,
+        )  # fmt: skip
+    creating = store.saved[-1]
+    assert creating.state == "creating" and creating.admin_dir == ""
+
+    active = reconcile_created(git, creating)
+
+    assert active is not None and active.state == "active"
+    assert inspect_worktree(git, active).state == "ok"
+
+
+def test_create_interrupted_before_the_add_is_settled_as_closed(
+    git: Git, project: Repo, tmp_path: Path
+) -> None:
+    store = _CrashOnActive()
+    creating = WorktreeRecord(
+        session_key="s1", path=str(tmp_path / "never"), admin_dir="",
+        common_dir=str(project.git_dir()), branch="baton/s1", base_branch="main",
+        base_commit=project.head(), token="t", created_at="2026-01-01T00:00:00.000Z",
+        state="creating",
+    )  # fmt: skip
+
+    assert reconcile_created(git, creating, store) is None
+    assert store.saved[-1].state == "closed"

@@ -449,3 +449,19 @@ def test_result_views_round_trip(git: Git, project: Repo, child: Child) -> None:
     advance(project, wt)
     report = preflight(git, record)
     assert PreflightReport.from_json(report.to_json()) == report
+
+
+def test_child_without_new_commits_is_not_merged_again(
+    git: Git, project: Repo, child: Child
+) -> None:
+    """A tip already in the parent needs no merge commit: the ref stays, the result says so."""
+    record, _ = child
+    project.write("b.txt", "main moved on\n")
+    head = project.commit("main work")
+
+    result = integrate(git, record, preflight(git, record))
+
+    assert result.already_merged and result.merge_commit is None
+    assert result.to_json()["status"] == "already_merged"
+    assert result.to_json()["parentRefMoved"] is False
+    assert project.ref("refs/heads/main") == head

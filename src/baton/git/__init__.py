@@ -49,7 +49,7 @@ from baton.git.runner import Git, GitResult, GitVersion
 from baton.git.sqlite_store import GIT_DDL, SqliteGitStore
 from baton.git.steps import Hooks
 from baton.git.store import FinalizationStore, WorktreeStore
-from baton.git.worktrees import create_worktree
+from baton.git.worktrees import create_worktree, reconcile_created
 
 __all__ = [
     "GIT_DDL",
@@ -93,4 +93,5 @@ __all__ = [
     "integrate",
     "merge_preview",
     "preflight",
+    "reconcile_created",
 ]

@@ -205,6 +205,10 @@ def _remove(git: Git, record: WorktreeRecord, discard: bool) -> dict[str, Any]:
             " for you to inspect (never deleted blindly)",
             leftAt=record.path,
         )
+    if entry.locked is not None:
+        # Our own lock again: a refused removal re-locks the worktree (below), and a retry
+        # skips the unlock step that was done before. A foreign lock is refused here.
+        _unlock(git, record)
     argv = ["worktree", "remove", *(["--force"] if discard else []), "--", record.path]
     result = git.run(*argv, cwd=common, git_dir=common, ok=range(256))
     entry = entry_for(worktree_list(git, common), record.path)

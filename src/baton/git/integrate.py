@@ -39,6 +39,7 @@ from baton.git.repo import (
     head_symref,
     in_progress_operations,
     index_lock_path,
+    is_ancestor,
     primary_worktree,
     resolve_commit,
     status,
@@ -77,20 +78,25 @@ class IntegrationResult:
     child_branch: str
     parent_head_before: str
     parent_head_after: str
-    merge_commit: str
-    merge_tree: str
+    merge_commit: str | None
+    merge_tree: str | None
     child_head: str
     child_head_at_preflight: str
     merged_commit_count: int
     merged_commits: tuple[str, ...]
     already_landed: bool
 
+    @property
+    def already_merged(self) -> bool:
+        """The child's tip was already in the parent: nothing was merged, the ref did not move."""
+        return self.merge_commit is None
+
     def to_json(self) -> dict[str, Any]:
-        """``{status: "integrated", parentBranch, parentHeadBefore, parentHeadAfter,
-        mergeCommit, childBranch, childHead, childHeadAtPreflight, childAdvanced,
-        mergedCommitCount, mergedCommits}``."""
+        """``{status: "integrated" | "already_merged", parentBranch, parentHeadBefore,
+        parentHeadAfter, parentRefMoved, mergeCommit, mergeTree, childBranch, childHead,
+        childHeadAtPreflight, childAdvanced, mergedCommitCount, mergedCommits}``."""
         return {
-            "status": "integrated",
+            "status": "already_merged" if self.already_merged else "integrated",
             "parentBranch": self.parent_branch,
             "parentHeadBefore": self.parent_head_before,
             "parentHeadAfter": self.parent_head_after,
@@ -222,6 +228,7 @@ def _resolve_tip(git: Git, record: WorktreeRecord, checked: dict[str, Any]) -> d
             "operation_in_progress", f"the worktree {record.path} is in the middle of {ops[0]}"
         )
     parent = checked["parentHead"]
+    # rev-list of parent..tip is empty when the tip is already in the parent.
     count = count_commits(git, record.common_dir, f"{parent}..{tip}")
     listed = git.run(
         "rev-list",
@@ -300,6 +307,9 @@ def _merge_commit(
     journal: Journal,
 ) -> dict[str, Any]:
     tip = journal.data("resolve_tip")["childTip"]
+    if is_ancestor(git, record.common_dir, tip, parent):
+        # Nothing to merge: an empty merge commit would only add noise to the user's branch.
+        return {"tree": None, "mergeCommit": None, "parentHead": parent}
     preview = merge_preview(git, record.common_dir, parent, tip)
     if not preview.clean:
         raise Refused(
@@ -345,6 +355,10 @@ def _land(git: Git, record: WorktreeRecord, journal: Journal) -> dict[str, Any]:
     tip = journal.data("resolve_tip")["childTip"]
     primary = journal.data("check_parent")["primary"]
     current = resolve_commit(git, common, record.base_ref)
+    if merge is None:
+        if current != parent:
+            raise Refused("parent_moved", f"{record.base_branch} moved; nothing was changed")
+        return {"parentHeadAfter": parent, "nothingToMerge": True}
     if current == merge:
         # A retry after a crash that followed the fast-forward: it happened; do not repeat.
         return {"parentHeadAfter": merge, "alreadyLanded": True}

@@ -244,7 +244,8 @@ class Git:
         Raises
         ------
         GitCommandFailed
-            Exit status not in ``ok``; carries git's stderr.
+            Exit status not in ``ok`` (carries git's stderr), or git could not be started
+            (e.g. ``cwd`` no longer exists).
         GitTimedOut, GitOutputTooLarge
             As described above.
         """
@@ -258,9 +259,14 @@ class Git:
         if env:
             full_env.update(env)
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        status, out, err, truncated, timed_out = _bounded_call(
-            [self.executable, *argv], Path(cwd), full_env, input, timeout, max_stdout
-        )
+        try:
+            status, out, err, truncated, timed_out = _bounded_call(
+                [self.executable, *argv], Path(cwd), full_env, input, timeout, max_stdout
+            )
+        except OSError as exc:  # e.g. cwd vanished: report it like a git failure
+            raise GitCommandFailed(
+                args, -1, str(exc), f"cannot run git {' '.join(args[:4])} in {cwd}: {exc}"
+            ) from exc
         if timed_out:
             raise GitTimedOut(args, -9, err, f"git {' '.join(args[:4])} timed out after {timeout}s")
         result = GitResult(tuple(args), status, out, err, truncated)

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import os
 import secrets
+from dataclasses import replace
 from pathlib import Path
 
 from baton.git.errors import GitCommandFailed, InvalidRequest, UnknownRecord
-from baton.git.records import IDENTITY_MARKER, WorktreeRecord, lock_reason, utc_now
-from baton.git.repo import repo_paths, resolve_commit
+from baton.git.records import (
+    IDENTITY_MARKER,
+    WorktreeRecord,
+    lock_reason,
+    reason_has_token,
+    utc_now,
+)
+from baton.git.repo import entry_for, repo_paths, resolve_commit, worktree_list
 from baton.git.runner import Git
 from baton.git.store import WorktreeStore
 
@@ -147,3 +154,35 @@ def create_worktree(
     if store is not None:
         store.save_worktree(record)
     return record
+
+
+def reconcile_created(
+    git: Git, record: WorktreeRecord, store: WorktreeStore | None = None
+) -> WorktreeRecord | None:
+    """Settle a record left ``creating`` by a crash inside :func:`create_worktree`.
+
+    git is asked whether the add happened: a worktree at ``record.path`` locked with the
+    record's token is ours (its admin dir is read back and the record becomes ``active``);
+    anything else means the add never happened, and the record is marked ``closed``.
+
+    Returns
+    -------
+    WorktreeRecord | None
+        The active record, or None if no worktree was created. A record not in state
+        ``creating`` is returned unchanged.
+    """
+    if record.state != "creating":
+        return record
+    entry = entry_for(worktree_list(git, record.common_dir), record.path)
+    if entry is None or not reason_has_token(entry.locked, record.token):
+        if store is not None:
+            store.save_worktree(record.with_state("closed"))
+        return None
+    created = repo_paths(git, record.path)
+    marker = Path(created.git_dir, IDENTITY_MARKER)
+    if not marker.exists():
+        marker.write_text(lock_reason(record.session_key, record.token) + "\n")
+    active = replace(record, path=created.toplevel, admin_dir=created.git_dir, state="active")
+    if store is not None:
+        store.save_worktree(active)
+    return active
