@@ -54,7 +54,7 @@ class Plan:
 
 PLANS = {
     "quick": Plan((1_000, 10_000), (1, 10, 100), 3, 5, (10, 1_000)),
-    "default": Plan((1_000, 10_000, 100_000), (1, 10, 100), 6, 10, (10, 10_000)),
+    "default": Plan((1_000, 10_000, 100_000), (1, 10, 100), 4, 8, (10, 10_000)),
     "full": Plan((1_000, 10_000, 100_000), (1, 10, 100), 20, 30, (10, 10_000)),
 }
 WARMUP = 1
@@ -267,7 +267,7 @@ async def run(ctx: Context) -> Result:
 
     step_names: list[str] = list(by_size[large][0][hi].steps)
     steps = Table(
-        f"Integrate steps at {large:,} files (p50 ms; {lo} / {hi} changed files)",
+        f"Integrate steps by repository size (p50 ms; {lo} / {hi} changed files)",
         ["step", *[f"{f:,} files" for f in plan.sizes]],
     )
     for step in step_names:

@@ -64,6 +64,7 @@ def test_integrate_changes_nothing_until_approved(
     before = (snapshot(project), snapshot(wt))
 
     rid = ask(fin, "integrate")
+    assert [r.request_id for r in fin.requests(["pending"])] == [rid]
     pending = fin.get(rid)
     assert (pending.status, pending.mode) == ("pending", "ui-confirmation")
     view = pending.to_json(record)

@@ -465,3 +465,34 @@ def test_child_without_new_commits_is_not_merged_again(
     assert result.to_json()["status"] == "already_merged"
     assert result.to_json()["parentRefMoved"] is False
     assert project.ref("refs/heads/main") == head
+
+
+class _Crash(BaseException):
+    """Stands in for a SIGKILL inside the process (the journal hook raises it)."""
+
+
+def test_landing_is_recognised_after_a_crash_even_if_the_user_committed_on_top(
+    git: Git, project: Repo, child: Child
+) -> None:
+    """The fast-forward happened, the crash came before it was recorded, and the user has
+    committed on top since: the retry must report the landing, not "parent moved"."""
+    record, wt = child
+    advance(project, wt)
+    report = preflight(git, record)
+
+    def crash_after_land(step: str, phase: Phase) -> None:
+        if (step, phase) == ("land", "after"):
+            raise _Crash
+
+    journal = Journal(hook=crash_after_land)
+    with pytest.raises(_Crash):
+        integrate(git, record, report, journal=journal)
+    merge = project.ref("refs/heads/main")
+    project.write("b.txt", "user's commit on top\n")
+    on_top = project.commit("user commit on top of the merge")
+
+    result = integrate(git, record, report, journal=Journal(journal.entries))
+
+    assert result.merge_commit == merge and result.already_landed
+    assert project.ref("refs/heads/main") == on_top
+    assert project.git("rev-list", "--count", f"{report.parent_head}..main") == "3"

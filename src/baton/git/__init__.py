@@ -33,18 +33,14 @@ from baton.git.errors import (
     UnsupportedGitVersion,
     WorktreeError,
 )
-from baton.git.finalization import (
-    FinalizationOptions,
-    FinalizationRequest,
-    Finalizations,
-    RequestStatus,
-)
+from baton.git.finalization import FinalizationOptions, Finalizations
 from baton.git.inspection import Inspection, inspect_worktree
 from baton.git.integrate import IntegrateOptions, IntegrationResult, integrate
 from baton.git.journal import Journal, JournalEntry, StepHook
 from baton.git.lock import IntegrationLock
 from baton.git.preflight import PreflightReport, merge_preview, preflight
 from baton.git.records import WorktreeRecord
+from baton.git.requests import FinalizationRequest, RequestStatus
 from baton.git.runner import Git, GitResult, GitVersion
 from baton.git.sqlite_store import GIT_DDL, SqliteGitStore
 from baton.git.steps import Hooks

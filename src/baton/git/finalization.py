@@ -23,12 +23,10 @@ with ``approved: true``; clients must not read ``pending`` as success.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, cast
 
 from baton.git.close import CLOSE_STEPS, CloseOptions, CloseResult, DirtyChanges, close_worktree
 from baton.git.errors import (
@@ -39,91 +37,20 @@ from baton.git.errors import (
 )
 from baton.git.integrate import IntegrateOptions, IntegrationResult, integrate
 from baton.git.journal import Journal, JournalEntry, StepHook
-from baton.git.preflight import PreflightReport, preflight
+from baton.git.preflight import preflight
 from baton.git.records import WorktreeRecord, utc_now
+from baton.git.requests import (
+    ACTIVE_STATUSES,
+    APPROVAL_PREFLIGHT,
+    LLM_VALIDATED,
+    Action,
+    FinalizationRequest,
+    Mode,
+    RequestStatus,
+)
 from baton.git.runner import Git
 from baton.git.steps import Hooks
 from baton.git.store import FinalizationStore
-
-Action = Literal["integrate", "close"]
-Mode = Literal["ui-confirmation", "mcp-validated"]
-RequestStatus = Literal["pending", "approved", "executing", "completed", "rejected", "failed"]
-
-ACTIVE_STATUSES: tuple[RequestStatus, ...] = ("pending", "approved", "executing")
-TERMINAL_STATUSES: tuple[RequestStatus, ...] = ("completed", "rejected", "failed")
-LLM_VALIDATED = "llm-validated"
-#: The journal entry that holds the preflight an integrate request was approved on.
-APPROVAL_PREFLIGHT = "approval_preflight"
-
-
-@dataclass(frozen=True)
-class FinalizationRequest:
-    """One row of ``finalizations`` (``../shared/design/WAVE2.md`` §6.3)."""
-
-    request_id: str
-    client_request_id: str
-    session_key: str
-    root_session_key: str
-    action: Action
-    dirty_changes: DirtyChanges | None
-    mode: Mode
-    status: RequestStatus
-    created_at: str
-    resolved_at: str | None = None
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    journal: tuple[JournalEntry, ...] = field(default=())
-
-    @property
-    def fingerprint(self) -> str:
-        """SHA-256 of what the caller asked (for exact-replay versus conflict)."""
-        body = [self.session_key, self.action, self.dirty_changes, self.mode]
-        return hashlib.sha256(json.dumps(body).encode()).hexdigest()
-
-    @property
-    def approval_preflight(self) -> PreflightReport | None:
-        for entry in self.journal:
-            if entry.step == APPROVAL_PREFLIGHT and entry.data:
-                return PreflightReport.from_json(dict(entry.data))
-        return None
-
-    def to_json(self, worktree: WorktreeRecord | None = None) -> dict[str, Any]:
-        """The finalization view: ``{id, clientRequestId, sessionId, action, dirtyChanges?,
-        mode, status, approved, createdAt, resolvedAt?, result?, error?, preflight?,
-        branch?, baseBranch?, worktreePath?, steps}`` (``sessionName`` is the caller's)."""
-        body: dict[str, Any] = {
-            "id": self.request_id,
-            "clientRequestId": self.client_request_id,
-            "sessionId": self.session_key,
-            "action": self.action,
-            "mode": self.mode,
-            "status": "pending" if self.status == "approved" else self.status,
-            "approved": self.status not in ("pending", "rejected"),
-            "createdAt": self.created_at,
-        }
-        if worktree is not None:
-            body.update(
-                branch=worktree.branch,
-                baseBranch=worktree.base_branch,
-                worktreePath=worktree.path,
-            )
-        if self.dirty_changes is not None:
-            body["dirtyChanges"] = self.dirty_changes
-        if self.resolved_at is not None:
-            body["resolvedAt"] = self.resolved_at
-        if self.result is not None:
-            body["result"] = self.result
-        if self.error is not None:
-            body["error"] = self.error
-        approved_on = self.approval_preflight
-        if approved_on is not None:
-            body["preflight"] = approved_on.to_json()
-        body["steps"] = [
-            {"step": e.step, "state": e.state, "attempts": e.attempts}
-            for e in self.journal
-            if e.step != APPROVAL_PREFLIGHT
-        ]
-        return body
 
 
 @dataclass(frozen=True)
@@ -177,6 +104,14 @@ class Finalizations:
         if found is None:
             raise UnknownRecord(f"no finalization request {request_id!r}")
         return found
+
+    def requests(
+        self, statuses: Sequence[RequestStatus] | None = None
+    ) -> list[FinalizationRequest]:
+        """Requests, oldest first (``("pending",)`` for ``baton approvals list``;
+        ``("executing",)`` at start-up: those were cut short by a crash and are resumed with
+        ``execute(..., resume=True)``)."""
+        return self.store.list_requests(statuses)
 
     def _worktree(self, session_key: str) -> WorktreeRecord:
         record = self.store.load_worktree(session_key)
@@ -237,8 +172,8 @@ class Finalizations:
             client_request_id=client_request_id,
             session_key=session_key,
             root_session_key=root_session_key,
-            action=action,  # type: ignore[arg-type]
-            dirty_changes=dirty_changes,  # type: ignore[arg-type]
+            action=cast(Action, action),
+            dirty_changes=cast("DirtyChanges | None", dirty_changes),
             mode=mode,
             status="approved" if validated else "pending",
             created_at=self._clock(),
@@ -265,16 +200,25 @@ class Finalizations:
             now = self._clock()
             entry = JournalEntry(APPROVAL_PREFLIGHT, "done", 1, now, now, report.to_json())
             candidate = replace(candidate, journal=(entry,))
-        self.store.insert_request(candidate)
+        try:
+            self.store.insert_request(candidate)
+        except KeyError:
+            # A concurrent identical request won the insert: replay it (or conflict).
+            raced = self.store.find_request(root_session_key, client_request_id)
+            if raced is None or raced.fingerprint != candidate.fingerprint:
+                raise InvalidTransition(
+                    f"clientRequestId {client_request_id!r} was used for a different request"
+                ) from None
+            return raced, True
         return candidate, False
 
     # -- approving -------------------------------------------------------------------------
 
     def _transition(
-        self, request: FinalizationRequest, expected: str, **changes: Any
+        self, request: FinalizationRequest, expected: RequestStatus, **changes: Any
     ) -> FinalizationRequest:
         updated = replace(request, **changes)
-        if not self.store.update_request(updated, expected):  # type: ignore[arg-type]
+        if not self.store.update_request(updated, expected):
             current = self.get(request.request_id)
             raise InvalidTransition(
                 f"request {request.request_id} is {current.status}, not {expected}",

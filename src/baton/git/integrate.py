@@ -359,8 +359,10 @@ def _land(git: Git, record: WorktreeRecord, journal: Journal) -> dict[str, Any]:
         if current != parent:
             raise Refused("parent_moved", f"{record.base_branch} moved; nothing was changed")
         return {"parentHeadAfter": parent, "nothingToMerge": True}
-    if current == merge:
-        # A retry after a crash that followed the fast-forward: it happened; do not repeat.
+    if current == merge or (current is not None and is_ancestor(git, common, merge, current)):
+        # A retry after a crash that followed the fast-forward: it happened (M is our own
+        # object, so reaching it from the parent proves it), even if the user has committed
+        # on top since. Never repeat it.
         return {"parentHeadAfter": merge, "alreadyLanded": True}
     if current != parent:
         raise Refused(

@@ -14,12 +14,12 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from baton.git.finalization import FinalizationRequest, RequestStatus
 from baton.git.journal import JournalEntry
 from baton.git.records import WorktreeRecord
+from baton.git.requests import FinalizationRequest, RequestStatus
 
 GIT_DDL = """
 CREATE TABLE IF NOT EXISTS worktrees (
@@ -111,13 +111,19 @@ class SqliteGitStore:
     connection:
         An open connection (Baton's store opens it with ``isolation_level=None`` and
         ``check_same_thread=False``). The tables are created if missing.
+    lock:
+        The lock that serialises every use of ``connection``. When the connection is shared
+        with another store object (Baton's ``Store``), pass that object's lock, so our
+        transactions never interleave with its own; by default this object has its own.
 
-    Thread-safe: one lock serialises this object's use of the connection.
+    Thread-safe as long as every user of the connection holds ``lock``.
     """
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(
+        self, connection: sqlite3.Connection, lock: AbstractContextManager[Any] | None = None
+    ) -> None:
         self._db = connection
-        self._lock = threading.RLock()
+        self._lock: AbstractContextManager[Any] = lock or threading.RLock()
         with self._transaction():
             for statement in GIT_DDL.split(";"):
                 if statement.strip():

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 from baton.git.records import WorktreeRecord
 
 if TYPE_CHECKING:
-    from baton.git.finalization import FinalizationRequest, RequestStatus
     from baton.git.journal import JournalEntry
+    from baton.git.requests import FinalizationRequest, RequestStatus
 
 
 class WorktreeStore(Protocol):
