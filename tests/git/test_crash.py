@@ -34,16 +34,18 @@ INTEGRATE_STEPS = (
 )  # fmt: skip
 
 NEW_INTERPRETER = ("integrate", "land", "after")
-BOTH = ("before", "after")
-#: Every step of every flow is crashed after its side effect (the dangerous point: done but not
-#: recorded). Steps are also crashed after their intent is recorded where the flow's own code
-#: runs: every integrate step, every close step in stash mode, and the two steps whose code
-#: differs in discard mode (capture, remove); the close steps after an integration and the
-#: other discard steps are the same functions, already crashed both ways in stash mode.
+#: Steps that change something (git state, or the agent through the stop hook). For the
+#: read-only steps a crash before and after their action leaves the same state, so the
+#: ``after`` case covers them.
+EFFECTFUL = {"stop_session", "merge_commit", "land", "capture", "unlock", "remove", "branch"}
+#: Every step of every flow is crashed after its action (the dangerous point: done but not
+#: recorded); effectful steps also right after their intent is recorded. Discard differs from
+#: stash only in capture and remove; its other steps are the same functions.
 CASES = [
-    *[("integrate", step, phase) for step in INTEGRATE_STEPS[:7] for phase in BOTH],
-    *[("integrate", step, "after") for step in INTEGRATE_STEPS[7:]],
-    *[("stash", step, phase) for step in CLOSE_STEPS for phase in BOTH],
+    *[("integrate", step, "after") for step in INTEGRATE_STEPS],
+    *[("integrate", step, "before") for step in INTEGRATE_STEPS[:7] if step in EFFECTFUL],
+    *[("stash", step, "after") for step in CLOSE_STEPS],
+    *[("stash", step, "before") for step in CLOSE_STEPS if step in EFFECTFUL],
     *[("discard", step, "after") for step in CLOSE_STEPS],
     ("discard", "capture", "before"),
     ("discard", "remove", "before"),

@@ -36,7 +36,7 @@ def test_neutralising_config_beats_the_repository_config(git: Git, project: Repo
 
 
 def test_output_is_bounded(git: Git, project: Repo) -> None:
-    for i in range(20):
+    for i in range(3):
         project.write("b.txt", f"{i}\n")
         project.commit(f"commit {i}")
     cut = git.run("log", "--format=%H", cwd=project.path, max_stdout=50, complete=False)

@@ -284,16 +284,14 @@ class Finalizations:
         """
         options = options or FinalizationOptions()
         request = self.get(request_id)
-        if request.status == "executing" and resume:
-            pass
-        elif request.status == "approved":
-            request = self._transition(request, "approved", status="executing")
-        else:
+        if not (request.status == "approved" or (request.status == "executing" and resume)):
             raise InvalidTransition(
                 f"request {request_id} is {request.status}; only an approved request runs",
                 status=request.status,
             )
-        record = self._worktree(request.session_key)
+        record = self._worktree(request.session_key)  # before the claim: a miss changes nothing
+        if request.status == "approved":
+            request = self._transition(request, "approved", status="executing")
         journal = Journal(
             request.journal,
             persist=lambda entries: self.store.save_journal(request_id, entries),
