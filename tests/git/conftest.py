@@ -35,7 +35,12 @@ def git_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def git(git_home: Path) -> Git:
     """The runner under test (built after the environment is private)."""
-    return Git(timeout_s=60)
+    runner = Git(timeout_s=60)
+    if runner.version().tuple < (2, 38, 0):
+        pytest.fail(
+            f"these tests need git >= 2.38 (merge-tree --write-tree); found {runner.version()}"
+        )
+    return runner
 
 
 @pytest.fixture
