@@ -9,6 +9,9 @@ merge-tree, commit-tree, ``merge --ff-only`` into the primary, ref re-read) are 
 those two calls are timed; the set-up commits are not. Each step of an integration is timed
 through the journal's step hook.
 
+Rounds are interleaved across the repositories being compared (1k, 10k, 100k, 1k, …), and so
+are the baseline samples, so load drift on a shared machine falls on every size alike.
+
 Baseline per size: ``git status`` in the primary checkout (with ``--no-optional-locks``, as our
 probes run), the floor of any operation that looks at or updates a checkout of that size.
 History depth: the middle size again, with a deep history under the base commit.
@@ -54,7 +57,7 @@ class Plan:
 
 PLANS = {
     "quick": Plan((1_000, 10_000), (1, 10, 100), 3, 5, (10, 1_000)),
-    "default": Plan((1_000, 10_000, 100_000), (1, 10, 100), 4, 8, (10, 10_000)),
+    "default": Plan((1_000, 10_000, 100_000), (1, 10, 100), 5, 8, (10, 10_000)),
     "full": Plan((1_000, 10_000, 100_000), (1, 10, 100), 20, 30, (10, 10_000)),
 }
 WARMUP = 1
@@ -150,47 +153,70 @@ def _round(
     return checked - started, done - checked, steps
 
 
-def _status_samples(env: dict[str, str], repo: Path, reps: int) -> list[int]:
-    samples = []
-    for _ in range(reps + WARMUP):
-        started = time.perf_counter_ns()
-        _git(env, repo, "--no-optional-locks", "status", "--porcelain")
-        samples.append(time.perf_counter_ns() - started)
-    return samples[WARMUP:]
+@dataclass(frozen=True)
+class Subject:
+    """One repository under test: its size, depth, primary checkout and managed child."""
+
+    files: int
+    depth: int
+    repo: Path
+    record: WorktreeRecord
 
 
-def measure_repo(
-    git: Git, env: dict[str, str], root: Path, files: int, depth: int, plan: Plan,
-    changes: Sequence[int],
-) -> tuple[dict[int, Cell], list[int]]:  # fmt: skip
-    """Build one repository and its child, run every change size; delete it afterwards."""
-    build_started = time.monotonic()
+def build_subject(git: Git, env: dict[str, str], root: Path, files: int, depth: int) -> Subject:
+    started = time.monotonic()
     repo = build_repo(env, root, files, depth)
     record = create_worktree(
         git, repo, session_key=f"bench-{files}-{depth}", path=root / f"child-{files}-{depth}",
         branch="baton/bench", base_branch="main",
     )  # fmt: skip
-    log(f"{files} files, depth {depth}: built in {time.monotonic() - build_started:.1f} s")
-    try:
-        status = _status_samples(env, repo, plan.status_reps)
-        cells: dict[int, Cell] = {}
-        n = 0
-        for change in changes:
-            cell = Cell([], [], {})
-            for rep in range(plan.rounds + WARMUP):
-                n += 1
-                pre, inte, steps = _round(git, env, repo, record, files, change, n)
+    # A checkout written in the same second as its index has "racily clean" entries, which
+    # every status re-reads from disk until the index is rewritten (our probes never rewrite
+    # it: --no-optional-locks). Let a second pass and refresh both indexes, as the user's own
+    # git commands would, so every repository starts without racy entries.
+    time.sleep(1.1)
+    for checkout in (repo, Path(record.path)):
+        _git(env, checkout, "update-index", "-q", "--refresh")
+    log(f"{files} files, depth {depth}: built in {time.monotonic() - started:.1f} s")
+    return Subject(files, depth, repo, record)
+
+
+def discard_subject(subject: Subject) -> None:
+    shutil.rmtree(subject.record.path, ignore_errors=True)
+    shutil.rmtree(subject.repo, ignore_errors=True)
+
+
+def measure(
+    git: Git, env: dict[str, str], subjects: Sequence[Subject], plan: Plan, changes: Sequence[int]
+) -> dict[Subject, tuple[dict[int, Cell], list[int]]]:
+    """Every change size on every subject, rounds interleaved across subjects (a, b, c, a, b,
+    c, …) so that load drift on a shared machine falls on all of them alike."""
+    status: dict[Subject, list[int]] = {s: [] for s in subjects}
+    for rep in range(plan.status_reps + WARMUP):
+        for subject in subjects:
+            started = time.perf_counter_ns()
+            _git(env, subject.repo, "--no-optional-locks", "status", "--porcelain")
+            if rep >= WARMUP:
+                status[subject].append(time.perf_counter_ns() - started)
+    cells: dict[Subject, dict[int, Cell]] = {s: {} for s in subjects}
+    n = 0
+    for change in changes:
+        for subject in subjects:
+            cells[subject][change] = Cell([], [], {})
+        for rep in range(plan.rounds + WARMUP):
+            n += 1
+            for subject in subjects:
+                pre, inte, steps = _round(
+                    git, env, subject.repo, subject.record, subject.files, change, n
+                )
                 if rep < WARMUP:
                     continue
+                cell = cells[subject][change]
                 cell.preflight.append(pre)
                 cell.integrate.append(inte)
                 for step, ns in steps.items():
                     cell.steps.setdefault(step, []).append(ns)
-            cells[change] = cell
-        return cells, status
-    finally:
-        shutil.rmtree(root / f"child-{files}-{depth}", ignore_errors=True)
-        shutil.rmtree(repo, ignore_errors=True)
+    return {s: (cells[s], status[s]) for s in subjects}
 
 
 def _p50(samples: Sequence[int]) -> float:
@@ -206,13 +232,21 @@ async def run(ctx: Context) -> Result:
     env = _env(root)
     git = Git(env=env)
     figures: Json = {"plan": plan.__dict__, "gitVersion": str(git.version()), "sizes": {}}
-    by_size: dict[int, tuple[dict[int, Cell], list[int]]] = {}
-    for files in plan.sizes:
-        by_size[files] = measure_repo(git, env, root, files, 10, plan, plan.changes)
+    subjects = [build_subject(git, env, root, files, 10) for files in plan.sizes]
+    try:
+        measured = measure(git, env, subjects, plan, plan.changes)
+    finally:
+        for subject in subjects:
+            discard_subject(subject)
+    by_size = {s.files: measured[s] for s in subjects}
     middle = plan.sizes[len(plan.sizes) // 2] if len(plan.sizes) > 2 else plan.sizes[-1]
-    by_depth: dict[int, tuple[dict[int, Cell], list[int]]] = {}
-    for depth in plan.depths:
-        by_depth[depth] = measure_repo(git, env, root, middle, depth, plan, (10,))
+    subjects = [build_subject(git, env, root, middle, depth) for depth in plan.depths]
+    try:
+        measured = measure(git, env, subjects, plan, (10,))
+    finally:
+        for subject in subjects:
+            discard_subject(subject)
+    by_depth = {s.depth: measured[s] for s in subjects}
 
     main = Table(
         "Preflight and integrate by repository size and change size (p50 / p99 ms)",
