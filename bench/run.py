@@ -24,6 +24,7 @@ from bench import (
     concurrency,
     droid_find,
     followup,
+    git_lifecycle,
     history_scaling,
     real_turn,
     start_overhead,
@@ -43,6 +44,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     real_turn.NAME: real_turn.run,
     followup.NAME: followup.run,
     droid_find.NAME: droid_find.run,
+    git_lifecycle.NAME: git_lifecycle.run,
 }
 
 
