@@ -385,6 +385,10 @@ class AgentModelServer(ScriptedModelServer):
         self._api_requests: list[tuple[str, Json]] = []
         self.root_url: str = ""
 
+    def __enter__(self) -> AgentModelServer:
+        self.start()
+        return self
+
     def start(self) -> None:
         """Bind ``127.0.0.1`` on a free port and serve in a background thread."""
         if self._httpd is not None:

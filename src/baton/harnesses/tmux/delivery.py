@@ -5,8 +5,9 @@ The recipe that passed every measured run for all three agents (``shared/referen
 
 1. the whole prompt as one bracketed paste (``load-buffer`` + ``paste-buffer -p -d``): never typed
    line by line, where Claude and Droid would submit each line as its own prompt;
-2. a pause (the contract's 500 ms by default), then Enter as a separate key; but no Enter when a
-   dialog has opened meanwhile, since it would pick the dialog's default option;
+2. a pause (the contract's 500 ms by default) and the paste seen in the input box, then Enter as a
+   separate key; but no Enter when a dialog has opened meanwhile (it would pick the dialog's
+   default option);
 3. confirmation: the agent's session file gained our prompt, or the screen shows the agent working
    or asking, or the input box gave up our text;
 4. at most one more Enter, and only if the screen is idle with our text still in the box;
@@ -27,6 +28,9 @@ from baton.harnesses.tmux.adapters.base import TuiAdapter
 from baton.harnesses.tmux.driver import TmuxError, TmuxPane
 from baton.harnesses.tmux.files import TurnTranscript
 from baton.harnesses.tmux.monitor import BUSY_TICK_S, Observation, PaneMonitor
+
+#: How long a paste may take to show in the input box before Enter is sent anyway (s).
+LANDING_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,19 +60,31 @@ async def deliver(
 ) -> Delivery:
     """Paste ``text``, press Enter and confirm it, per the module docstring. Never raises for a
     vanished pane (that is ``pane_gone``); ``note`` receives bounded events about each step."""
+    empty = await _refresh(monitor)
     try:
         await pane.paste(text, scratch)
     except TmuxError as exc:
         return Delivery(False, "pane_gone" if exc.gone else "paste_failed", 0, pasted=False)
     note({"type": "delivery", "step": "pasted", "chars": len(text)})
     await asyncio.sleep(enter_delay_s)
-    before = await _refresh(monitor)
-    if not before.alive:
-        return Delivery(False, "pane_gone", 0)
-    if before.state == "needs_input":
-        note({"type": "delivery", "step": "dialog_before_enter"})
-        return Delivery(False, "dialog_before_enter", 0)
-    pending = adapter.input_pending(before.screen, text)
+    # Enter goes only after the paste is seen in the input box: an agent still busy starting up
+    # (measured: Droid took 3.5 s to show a paste on a loaded machine) would otherwise get an
+    # Enter that looks lost. If the paste never shows, Enter goes anyway (the recipe).
+    landed_by = time.monotonic() + max(confirm_s, LANDING_S)
+    while True:
+        before = await _refresh(monitor)
+        if not before.alive:
+            return Delivery(False, "pane_gone", 0)
+        if before.state == "needs_input":
+            note({"type": "delivery", "step": "dialog_before_enter"})
+            return Delivery(False, "dialog_before_enter", 0)
+        pending = adapter.input_pending(before.screen, text)
+        if pending or (not adapter.exact_turn_end and before.screen != empty.screen):
+            break
+        if time.monotonic() >= landed_by:
+            note({"type": "delivery", "step": "paste_not_seen"})
+            break
+        await monitor.next(before.seq, BUSY_TICK_S)
     enters = 0
     for attempt in (1, 2):
         try:

@@ -52,6 +52,45 @@ def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     )
 
 
+_BYTE_PATTERNS = re.compile(_PATTERNS.pattern.encode("ascii"), re.VERBOSE)
+
+
+def secret_spans(data: bytes, values: Iterable[str] = ()) -> list[tuple[int, int]]:
+    """Byte ranges of ``data`` that hold a secret (a known value or a credential shape), sorted
+    and merged. For byte windows (raw pane output), where a page may cut a secret in two: find the
+    spans in a wider window, then blank what falls in the page."""
+    spans: list[tuple[int, int]] = []
+    for value in values:
+        needle = value.encode("utf-8")
+        at = data.find(needle) if needle else -1
+        while at >= 0:
+            spans.append((at, at + len(needle)))
+            at = data.find(needle, at + 1)
+    for match in _BYTE_PATTERNS.finditer(data):
+        spans.append(match.span())
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def blank(data: bytes, spans: list[tuple[int, int]]) -> bytes:
+    """``data`` with each span (clipped to it) replaced by ``[REDACTED]``."""
+    out = bytearray()
+    position = 0
+    for start, end in spans:
+        start, end = max(start, 0), min(end, len(data))
+        if end <= position or start >= len(data):
+            continue
+        out += data[position : max(start, position)] + MARK.encode()
+        position = end
+    out += data[position:]
+    return bytes(out)
+
+
 def _shape(match: re.Match[str]) -> str:
     prefix = _ASSIGNMENT.match(match.group(0))
     return (prefix.group(1) if prefix else "") + MARK

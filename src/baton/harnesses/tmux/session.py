@@ -24,7 +24,7 @@ from baton.harnesses.tmux.driver import TmuxError
 from baton.harnesses.tmux.monitor import Observation
 from baton.harnesses.tmux.output import CompactOutput
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.harnesses.tmux.redact import redact
+from baton.harnesses.tmux.redact import blank, redact, secret_spans
 from baton.harnesses.tmux.turn import TurnControl, TurnRun
 
 #: Named keys :meth:`TmuxAgentSession.send_keys` accepts (dialogs: pick, move, confirm, cancel).
@@ -34,6 +34,8 @@ KEY_NAMES = re.compile(
 )
 #: How long :meth:`TmuxAgentSession.submit` waits for a busy screen to go idle first (s).
 _IDLE_WAIT_S = 3.0
+#: Bytes around a raw page also searched for secrets (longer than any credential).
+_REDACT_MARGIN = 512
 #: Typed answers up to this length are typed as keys, longer ones pasted.
 _TYPED_MAX = 40
 
@@ -75,6 +77,9 @@ class TmuxAgentSession:
         self._listeners: list[Callable[[ScreenState | None], None]] = []
         self.leftovers: list[int] = []
         """Pids still running after :meth:`close` ended the agent (normally empty)."""
+        self.ended_by: str | None = None
+        """How :meth:`close` ended the agent: ``exit_command`` (it quit when asked),
+        ``killed`` (``kill-session``), ``already_gone``, or ``detached`` (left running)."""
         ctx.monitor.on_state = self._state_changed
 
     # -- identity -------------------------------------------------------------------------------
@@ -150,8 +155,10 @@ class TmuxAgentSession:
 
     def read_raw(self, offset: int, limit: int) -> RawOutput:
         """Up to ``limit`` raw bytes from absolute ``offset``, cut back to a whole UTF-8 character
-        and redacted (terminal escapes kept: raw is unfiltered otherwise)."""
-        chunk = self._ctx.rawlog.read(offset, limit)
+        and redacted (terminal escapes kept: raw is otherwise unfiltered). A secret that a page
+        boundary cuts in two is found in a wider window, so neither page shows a piece of it."""
+        log = self._ctx.rawlog
+        chunk = log.read(offset, limit)
         data = chunk.data
         cut = len(data)
         # Step back over an incomplete UTF-8 sequence at the end (unless it is all we have).
@@ -162,10 +169,14 @@ class TmuxAgentSession:
                 if need > back and len(data) > back:
                     cut = len(data) - back
                 break
-        text = data[:cut].decode("utf-8", errors="replace")
-        return RawOutput(
-            redact(text, self._ctx.secrets), chunk.start, chunk.start + cut, chunk.expired
-        )
+        end = chunk.start + cut
+        wide = log.read(max(0, chunk.start - _REDACT_MARGIN), cut + 2 * _REDACT_MARGIN)
+        spans = [
+            (a - (chunk.start - wide.start), b - (chunk.start - wide.start))
+            for a, b in secret_spans(wide.data, self._ctx.secrets)
+        ]
+        text = blank(data[:cut], spans).decode("utf-8", errors="replace")
+        return RawOutput(text, chunk.start, end, chunk.expired)
 
     @property
     def last_turn(self) -> TurnRecord | None:
@@ -302,14 +313,20 @@ class TmuxAgentSession:
         self._closed = True
         monitor = self._ctx.monitor
         if detach:
+            self.ended_by = "detached"
             await monitor.stop()
             return
         self._control.closing = True
         grace = max(self._ctx.cancel_grace_s, 2.0)
         if self._running is not None:
             self._control.interrupt.set()
-        tree = await asyncio.to_thread(procs.tree, self.pane_pid)
-        await self._exit_politely(grace)
+        tree = await asyncio.to_thread(lambda: procs.running(procs.tree(self.pane_pid)))
+        if not tree:
+            self.ended_by = "already_gone"
+        elif await self._exit_politely(grace):
+            self.ended_by = "exit_command"
+        else:
+            self.ended_by = "killed"
         await self._ctx.server.kill_session(self.agent_session_id)
         survivors = await asyncio.to_thread(procs.reap, tree, grace / 2)
         self.leftovers = [proc.pid for proc in survivors]
@@ -317,10 +334,11 @@ class TmuxAgentSession:
             await monitor.refresh()
         await monitor.stop()
 
-    async def _exit_politely(self, grace: float) -> None:
+    async def _exit_politely(self, grace: float) -> bool:
+        """Type the adapter's exit command; True if the agent then exited within ``grace``."""
         adapter, monitor = self._ctx.adapter, self._ctx.monitor
         if not monitor.latest.alive:
-            return
+            return False
         deadline = time.monotonic() + grace
         if self._running is not None:  # let the interrupted turn end first
             while self._running is not None and time.monotonic() < deadline:
@@ -328,14 +346,16 @@ class TmuxAgentSession:
         command = adapter.exit_command
         observation = await self._refresh()
         if command is None or not observation.alive or observation.state != "idle":
-            return
+            return False
         try:
             await self._ctx.pane.literal(command)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # Claude's slash menu must be drawn before Enter picks it
             await self._ctx.pane.keys("Enter")
         except TmuxError:
-            return
-        while time.monotonic() < deadline and procs.same_process(
-            self.pane_pid, self._ctx.attach.paneStartTime
-        ):
+            return False
+        started = self._ctx.attach.paneStartTime
+        while time.monotonic() < deadline:
+            if not procs.same_process(self.pane_pid, started):
+                return True
             await asyncio.sleep(0.05)
+        return False

@@ -16,6 +16,8 @@ from baton.harnesses.session_api import ScreenState
 from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
 
 _NEVER = re.compile(r"(?!x)x")
+#: A question is looked for in this many non-empty lines at the bottom of the screen.
+ASK_LINES = 3
 
 
 class GenericAdapter(TuiAdapter):
@@ -73,10 +75,13 @@ class GenericAdapter(TuiAdapter):
         return self.classify(screen) != "needs_input"
 
     def classify(self, screen: Screen) -> ScreenState:
-        if self._asks is not None and self._asks.search(screen.bottom_text()):
+        # The prompt back on the last line wins over a question still visible above it (text
+        # typed after the prompt, not yet submitted, does not make the program busy).
+        if self._idle_match(self._last(screen)) is not None:
+            return "idle"
+        if self._asks is not None and self._asks.search(screen.bottom_text(ASK_LINES)):
             return "needs_input"
-        # The prompt is back (text typed after it, not yet submitted, does not make it busy).
-        return "idle" if self._idle_match(self._last(screen)) is not None else "working"
+        return "working"
 
     def is_prompt_line(self, line: str) -> bool:
         return self._idle_match(line) is not None
