@@ -128,6 +128,13 @@ def agent_spec(
                     'env_key = "FAKE_OPENAI_API_KEY"',
                     "request_max_retries = 0",
                     "stream_max_retries = 0",
+                    # A sandboxed command makes bubblewrap create empty mount points (.git,
+                    # .codex, .agents, .aws) in every writable root; with /tmp among them, a
+                    # /tmp/.git makes other agents see all of /tmp as one project (measured:
+                    # Droid then asks to trust every folder under /tmp).
+                    "[sandbox_workspace_write]",
+                    "exclude_slash_tmp = true",
+                    "exclude_tmpdir_env_var = true",
                     "",
                 ]
             )

@@ -30,8 +30,9 @@ IDENTITY_EVERY_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """The pane as last seen. ``seq`` grows with every change; ``screen_since`` is when the
-    screen's text last changed (monotonic s); ``state`` is None once the pane is gone."""
+    """The pane as last seen. ``seq`` grows with every change; ``screen_since`` and
+    ``state_since`` are when the screen's text and its state last changed (monotonic s);
+    ``state`` is None once the pane is gone."""
 
     seq: int
     alive: bool
@@ -39,6 +40,7 @@ class Observation:
     state: ScreenState | None
     log_size: int
     screen_since: float
+    state_since: float
 
 
 class PaneMonitor:
@@ -60,7 +62,8 @@ class PaneMonitor:
         self.started = started
         self.busy = False
         self.on_state = on_state
-        self.latest = Observation(0, True, Screen(()), "idle", 0, time.monotonic())
+        now = time.monotonic()
+        self.latest = Observation(0, True, Screen(()), "idle", 0, now, now)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._capture_lock = asyncio.Lock()
@@ -150,8 +153,12 @@ class PaneMonitor:
                 and latest.seq > 0
             ):
                 return latest
-            since = latest.screen_since if screen == latest.screen else time.monotonic()
-            return self._publish(Observation(latest.seq + 1, True, screen, state, size, since))
+            now = time.monotonic()
+            since = latest.screen_since if screen == latest.screen else now
+            state_since = latest.state_since if state == latest.state else now
+            return self._publish(
+                Observation(latest.seq + 1, True, screen, state, size, since, state_since)
+            )
 
     def _publish(self, observation: Observation) -> Observation:
         previous = self.latest

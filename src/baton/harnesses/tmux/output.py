@@ -57,13 +57,18 @@ def screen_answer(
     the adapter's ``chrome`` (status lines) are dropped.
     """
     tail = [line for line in prompt.splitlines() if line.strip()]
-    needle = normalize(tail[-1])[:40] if tail else ""
+    last = normalize(tail[-1]) if tail else ""
+    # The echo's last screen line ends with the prompt's end (agents wrap long echoes), else
+    # holds its start; the shorter the needle, the likelier a wrap does not cut it.
     start = 0
-    if needle:
-        for index in range(len(lines) - 1, -1, -1):
-            if needle in normalize(lines[index]):
-                start = index + 1
-                break
+    for needle in (last[-16:], last[:40]):
+        found = next(
+            (i for i in range(len(lines) - 1, -1, -1) if needle and needle in normalize(lines[i])),
+            None,
+        )
+        if found is not None:
+            start = found + 1
+            break
     end = len(lines)
     for index in range(len(lines) - 1, start - 1, -1):
         if is_prompt_line(lines[index]):

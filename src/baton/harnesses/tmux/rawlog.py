@@ -51,7 +51,19 @@ class RawLog:
         self._last = 0
 
     def _newest(self) -> int:
-        # Segments only grow in number: probe forward from the last one seen.
+        # Segments only grow in number: probe forward from the last one seen (a reader that
+        # starts after a rotation first looks the directory over).
+        if not segment_path(self.base, self._last).exists():
+            prefix = f"{self.base.name}."
+            try:
+                names = [
+                    p.name[len(prefix) :]
+                    for p in self.base.parent.iterdir()
+                    if p.name.startswith(prefix)
+                ]
+            except OSError:
+                names = []
+            self._last = max((int(n) for n in names if n.isdigit()), default=0)
         index = self._last
         while segment_path(self.base, index + 1).exists():
             index += 1

@@ -33,7 +33,9 @@ KEY_NAMES = re.compile(
     r"|C-[a-z]|[A-Za-z0-9])$"
 )
 #: How long :meth:`TmuxAgentSession.submit` waits for a busy screen to go idle first (s).
-_IDLE_WAIT_S = 3.0
+_IDLE_WAIT_S = 5.0
+#: How long the screen must have been idle before a prompt is pasted (s).
+_IDLE_HOLD_S = 0.5
 #: Bytes around a raw page also searched for secrets (longer than any credential).
 _REDACT_MARGIN = 512
 #: Typed answers up to this length are typed as keys, longer ones pasted.
@@ -236,7 +238,10 @@ class TmuxAgentSession:
             if not observation.alive:
                 return Failed(reason="agent_exited", message="the agent's pane has exited")
             typed = self._ctx.adapter.input_text(observation.screen)
-            if observation.state == "idle" and not typed:
+            # Idle for a moment, not just now: Droid writes its "cancelled" record and shows an
+            # idle box before it draws "Cancelling tools..." and drops what is pasted meanwhile.
+            settled = time.monotonic() - observation.state_since >= _IDLE_HOLD_S
+            if observation.state == "idle" and not typed and settled:
                 return None
             if time.monotonic() >= deadline:
                 why = (
