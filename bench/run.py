@@ -20,7 +20,14 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from bench import concurrency, history_scaling, real_turn, start_overhead, tool_overhead
+from bench import (
+    concurrency,
+    history_scaling,
+    real_turn,
+    start_overhead,
+    tmux_harness,
+    tool_overhead,
+)
 from bench.common import PROFILES, RESULTS, Result, git_revision, log, machine_facts, write_result
 from bench.seed import SeedCache
 from bench.servers import Context
@@ -33,6 +40,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     history_scaling.NAME: history_scaling.run,
     concurrency.NAME: concurrency.run,
     real_turn.NAME: real_turn.run,
+    tmux_harness.NAME: tmux_harness.run,
 }
 
 

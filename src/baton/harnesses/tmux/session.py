@@ -181,6 +181,13 @@ class TmuxAgentSession:
         return RawOutput(text, chunk.start, end, chunk.expired)
 
     @property
+    def transcript_path(self) -> Path | None:
+        """The agent's own session file the last turn was found in (None before one, and for
+        the generic adapter)."""
+        found = self._ctx.files.memo.get("transcript")
+        return Path(found) if found else None
+
+    @property
     def last_turn(self) -> TurnRecord | None:
         """The last (or running) turn."""
         return self._last

@@ -100,7 +100,13 @@ class TurnRun:
         if not delivery.confirmed:
             return self._undelivered(delivery)
         self.sink.submitted(self.turn.turn_id)
-        return await self._watch()
+        outcome = await self._watch()
+        # The state the turn ended in, even if it did not hold long enough to be reported yet.
+        final = self.ctx.monitor.latest.state
+        if final is not None and final != self._reported:
+            self._reported = final
+            self.sink.screen_state(self.turn.turn_id, final)
+        return outcome
 
     def _undelivered(self, delivery: Delivery) -> TurnOutcome:
         if not delivery.pasted:
