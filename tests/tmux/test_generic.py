@@ -367,16 +367,39 @@ def test_session_names_are_predictable_and_never_reused(place: Place, tag: str) 
     asyncio.run(scenario())
 
 
-def test_detached_close_leaves_the_pane_running(place: Place, tag: str) -> None:
-    spec = generic_spec(place, tag)
+def test_detaching_mid_turn_leaves_the_pane_running_and_the_turn_unknown(
+    place: Place, tag: str
+) -> None:
+    spec = generic_spec(place, tag, enterDelayMs=150)
 
     async def scenario() -> None:
-        session = await opened(spec, RecordingSink())
+        sink = RecordingSink()
+        session = await opened(spec, sink)
+        prompt = script({"text": "a b c d e f", "chunks": 6, "delayMs": 1000})
+        running = asyncio.ensure_future(
+            session.submit(TurnInput(turn_id="t-away", prompt=prompt), sink)
+        )
+        while "submitted" not in sink.of("t-away"):
+            await asyncio.sleep(0.05)
         await session.close(detach=True)
+        outcome = await asyncio.wait_for(running, 10)
+        assert isinstance(outcome, Unknown) and outcome.reason == "detached", outcome
         assert session.ended_by == "detached"
         status = await check_attachment(session.attach)
         assert status.alive, status
-        assert psutil.pid_exists(session.pane_pid)
+        options = {k: v for k, v in spec.options.items() if k != "command"}
+        again = await TmuxHarness("generic").open(
+            SessionSpec(
+                workspace=spec.workspace,
+                autonomy="high",
+                options={**options, "attach": session.attach},
+            ),
+            RecordingSink(),
+            DecliningPolicy(),
+        )
+        await again.close()
+        assert again.ended_by in ("killed", "exit_command")
+        assert not (await check_attachment(session.attach)).alive
 
     asyncio.run(scenario())
 

@@ -115,7 +115,9 @@ class PaneMonitor:
             floor = self.busy and time.monotonic() - self._last_capture >= BUSY_CAPTURE_S
             try:
                 await self._observe(capture=floor)
-            except TmuxError:
+            except (TmuxError, OSError):
+                # A failed capture (tmux busy, a file briefly missing) is retried next tick: the
+                # monitor must outlive any single observation.
                 continue
 
     async def _observe(self, *, capture: bool) -> Observation:

@@ -326,6 +326,7 @@ class TmuxAgentSession:
         monitor = self._ctx.monitor
         if detach:
             self.ended_by = "detached"
+            self._control.detached = True
             await monitor.stop()
             return
         self._control.closing = True

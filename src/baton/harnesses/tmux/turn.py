@@ -51,6 +51,7 @@ class TurnControl:
 
     interrupt: asyncio.Event = field(default_factory=asyncio.Event)
     closing: bool = False
+    detached: bool = False
 
 
 class TurnRun:
@@ -145,6 +146,11 @@ class TurnRun:
             ):
                 resent = True
                 await self._keys(*ctx.adapter.interrupt_keys)
+            if self.control.detached:
+                return Unknown(
+                    reason="detached",
+                    message="Baton stopped watching mid-turn; the agent may still be on it",
+                )
             facts = self.transcript.poll() if self.transcript is not None else None
             if not observation.alive:
                 if facts is not None and facts.done is not None:
