@@ -8,9 +8,11 @@ The end of a turn, per adapter:
 - a generic program: its prompt is back on the screen, after the screen changed, and the screen
   held still for the settle time. Completion basis ``screen_idle``.
 
-Every screen-state change is reported to the sink as it is seen. An interrupt sends the adapter's
-keys once (again once more if the agent still shows work halfway through the grace); the turn then
-ends by the agent's own record, or, if none comes within the grace, as an unconfirmed interrupt.
+Screen states are reported to the sink once they held for a moment (TUIs draw dialogs and
+spinners in steps), and the state the turn ended in just before the terminal. An interrupt sends
+the adapter's keys once (once more if the agent still shows work halfway through the grace); the
+turn then ends by the agent's own record, or, if none comes within the grace, as an unconfirmed
+interrupt.
 """
 
 from __future__ import annotations
