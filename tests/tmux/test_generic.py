@@ -325,6 +325,7 @@ def test_never_ready_times_out_and_kills_the_pane(place: Place, tag: str) -> Non
         ({"adapter": "claude"}, "only for the generic adapter"),
         ({"socketPath": "relative/tmux.sock"}, "absolute"),
         ({"sessionName": "bad:name"}, "sessionName"),
+        ({"socketPath": "/" + "s" * 120}, "too long"),
     ],
 )
 def test_bad_options_are_refused_before_anything_starts(

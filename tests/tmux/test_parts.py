@@ -69,6 +69,30 @@ def test_startup_dialogs_and_animations_are_never_ready() -> None:
     assert not DroidAdapter().ready(screen("droid-starting"))
 
 
+def test_droid_trust_dialog_blocks_but_an_answer_quoting_markers_does_not() -> None:
+    droid, codex = DroidAdapter(), CodexAdapter()
+    # The bottom of Droid 0.225.2's trust dialog (recorded in a HarnessError's screen tail).
+    dialog = Screen.of(
+        [
+            "│ Trust this folder?",
+            "│ Droid will read, edit, and run files in this folder, and load any project",
+            "╰────────────────────────────",
+            "> 1. Trust this folder",
+            "  2. Exit without trusting",
+            "Enter to confirm · Esc to exit",
+        ]
+    )
+    assert droid.blocked(dialog) and not droid.ready(dialog)
+    answer = [
+        "• Would you like to review the diff first? Trust this folder? Do you want to proceed?",
+        *["• more of the answer"] * 20,
+        "› Ask Codex to do anything",
+        "  ? for shortcuts",
+    ]
+    assert codex.classify(Screen.of(answer)) == "idle"
+    assert codex.ready(Screen.of(answer))
+
+
 def test_a_paste_waiting_in_the_box_is_pending_and_blocks_readiness() -> None:
     claude, codex, droid = ClaudeAdapter(), CodexAdapter(), DroidAdapter()
     box = "────────────────────"

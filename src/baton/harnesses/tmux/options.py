@@ -34,7 +34,15 @@ def _regex(value: str) -> str:
     return value
 
 
+def _socket(value: str) -> str:
+    _absolute(value)
+    if len(value.encode()) > 100:
+        raise ValueError(f"tmux socket path too long (Unix sockets allow ~100 bytes): {value!r}")
+    return value
+
+
 AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+SocketPath = Annotated[str, AfterValidator(_socket)]
 Pattern = Annotated[str, AfterValidator(_regex)]
 
 
@@ -58,7 +66,7 @@ class Attachment(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    socketPath: AbsolutePath
+    socketPath: SocketPath
     """The private tmux server's socket."""
     sessionName: str = Field(pattern=_SESSION_NAME.pattern)
     """The tmux session (``baton-<slug>-<id>``)."""
@@ -97,8 +105,9 @@ class TmuxOptions(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     """Added to Baton's own environment for the pane's process (API keys, base URLs, and the
     injected identity ``SPAWNEA_SESSION_ID`` / ``BATON_CONTROL_RUNTIME_FILE``). Never in argv."""
-    socketPath: AbsolutePath
-    """The private tmux server's socket (``tmux -S``), one per Baton state directory."""
+    socketPath: SocketPath
+    """The private tmux server's socket (``tmux -S``), one per Baton state directory; at most
+    100 bytes (a Unix socket path limit)."""
     sessionName: str | None = Field(default=None, pattern=_SESSION_NAME.pattern)
     """The tmux session name; default ``baton-<slug of the workspace>-<8 hex>``."""
     agentHome: AbsolutePath | None = None

@@ -109,8 +109,9 @@ class TuiAdapter:
         return "idle"
 
     def blocked(self, screen: Screen) -> bool:
-        """A startup screen (trust, login, popup) is drawn."""
-        return self.blocking_marker is not None and bool(self.blocking_marker.search(screen.text))
+        """A startup screen (trust, login, popup) is drawn at the bottom of the screen."""
+        marker = self.blocking_marker
+        return marker is not None and bool(marker.search(screen.bottom_text()))
 
     def ready(self, screen: Screen) -> bool:
         """The agent is ready for a prompt: its ready marker, and nothing in the way."""

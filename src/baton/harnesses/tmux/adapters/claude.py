@@ -32,9 +32,8 @@ class ClaudeAdapter(TuiAdapter):
 
     ready_marker = re.compile(r"\? for shortcuts|shift\+tab to cycle")
     working_marker = re.compile(r"esc to interrupt")
-    needs_input_marker = re.compile(
-        r"Esc to cancel|Enter to select|Do you want to (?:proceed|make|create)"
-    )
+    # Dialog footers only: an answer may well say "Do you want to proceed?".
+    needs_input_marker = re.compile(r"Esc to cancel|Enter to select")
     blocking_marker = re.compile(
         r"Yes, I trust this folder|Do you want to use this API key\?|Choose the text style"
         r"|Bypass Permissions mode|Unable to connect to Anthropic services|Select login method"

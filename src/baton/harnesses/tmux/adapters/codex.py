@@ -50,12 +50,14 @@ class CodexAdapter(TuiAdapter):
 
     ready_marker = re.compile(r"\? for shortcuts")
     working_marker = re.compile(r"esc to interrupt")
+    # Whole dialog phrases and footers: an answer may well ask "Would you like to ...?".
     needs_input_marker = re.compile(
-        r"Would you like to|Press enter to confirm|enter to submit answer|Question \d+/\d+"
+        r"Would you like to (?:run the following command|make the following edits)\?"
+        r"|Press enter to confirm or esc to cancel|enter to submit answer"
     )
     blocking_marker = re.compile(
         r"Try new model|Use existing model|enter/esc confirm|Trust this folder\?"
-        r"|enter continue · esc back|Sign in with ChatGPT"
+        r"|Trust and continue|enter continue · esc back|Sign in with ChatGPT"
     )
     input_line = re.compile(r"^› (?P<text>.*)$")
     chrome = re.compile(r"for shortcuts|^\s*\S+ default ·|^\s*Worked for |Working \(")

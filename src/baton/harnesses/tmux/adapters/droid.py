@@ -49,7 +49,8 @@ class DroidAdapter(TuiAdapter):
         r"Enter select\s+Esc cancel|Space/Enter/1.9 Select|ESC stop agent|Alt/Option\+E to inspect"
     )
     blocking_marker = re.compile(
-        r"Trust this folder\?|Please login with your Factory account|Authentication failed"
+        r"Trust this folder|Enter to confirm · Esc to exit"
+        r"|Please login with your Factory account|Authentication failed"
     )
     input_line = re.compile(r"^│ >\s?(?P<text>.*?)\s*│?$")
     chrome = re.compile(r"^\s*Auto \((?:Off|Low|Medium|High)\)|\? for help|TMUX ⧉|^\s*\[⏱")
