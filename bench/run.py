@@ -28,6 +28,7 @@ from bench import (
     history_scaling,
     real_turn,
     start_overhead,
+    tmux_harness,
     tool_overhead,
 )
 from bench.common import PROFILES, RESULTS, Result, git_revision, log, machine_facts, write_result
@@ -45,6 +46,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     followup.NAME: followup.run,
     droid_find.NAME: droid_find.run,
     git_lifecycle.NAME: git_lifecycle.run,
+    tmux_harness.NAME: tmux_harness.run,
 }
 
 

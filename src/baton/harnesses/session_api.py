@@ -1,0 +1,404 @@
+"""The harness interface (session-shaped, WAVE2 §6.4): what Baton needs from any agent adapter.
+
+On this branch it lives beside the old ``base.py``; on main it replaces ``baton.harnesses.base``.
+
+A *harness* speaks one kind of agent's protocol (Droid's stream-jsonrpc, a TUI in a tmux pane, ...).
+Its shape is a session (``shared/design/WAVE2.md`` §6.4):
+
+- :meth:`Harness.open` starts a new agent conversation, resumes one, or (for detached harnesses)
+  re-adopts one that outlived a previous Baton, and returns an :class:`AgentSession`;
+- :meth:`AgentSession.submit` runs one turn: it delivers a prompt and returns the turn's
+  :class:`TurnOutcome` once the agent itself ended that exact turn (or failed, or was interrupted);
+- questions and permission requests from the agent go to a :class:`PromptPolicy`, which answers
+  at once by a rule (the controller) or holds them as *pending prompts* for a caller (droid-mcp);
+- :meth:`AgentSession.interrupt` asks the agent to end the running turn; :meth:`AgentSession.close`
+  ends the conversation (or, for a detached harness, only lets go of it).
+
+Everything the harness observes is reported to a :class:`SessionSink`. The sink's calls are what the
+worker turns into pipe messages and the engine into durable records, so their meaning is part of
+this interface; each is documented below. The one rule that decides safety: ``submitting`` is called
+*before* the prompt can reach the agent, so a worker that dies after ``submitting`` settles its turn
+``unknown`` (the agent may be acting on it), and one that dies before settles it ``failed``.
+
+Outcomes are a closed union of frozen values (:data:`TurnOutcome`), after ``droid_sdk``'s
+``RunSuccess | RunInterrupted | RunFailure``: the type checker proves every case is handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeAlias
+
+#: Terminal turn states (``controller-tools.md``, "States").
+TerminalState = Literal["succeeded", "failed", "cancelled", "interrupted", "timed_out", "unknown"]
+OutcomeKind = Literal["success", "interrupted", "failure", "unknown"]
+#: What a success rests on (``WAVE2.md`` decision 6): the agent's own terminal event for our turn
+#: on its protocol (``agent_event``), a durable done record in the agent's session files
+#: (``agent_record``), or, for a generic terminal program with neither, an idle screen
+#: (``screen_idle``), which proves much less and is always reported as such.
+CompletionBasis = Literal["agent_event", "agent_record", "screen_idle"]
+#: What a terminal agent's screen shows (tmux harness): busy, asking something, or waiting.
+ScreenState = Literal["working", "needs_input", "idle"]
+
+
+# -- outcomes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Succeeded:
+    """The agent itself ended our turn with a success reason (e.g. Droid ``completed``)."""
+
+    reason: str
+    message: str
+    text: str = ""
+    basis: CompletionBasis = "agent_event"
+    state: ClassVar[Literal["succeeded"]] = "succeeded"
+    kind: ClassVar[Literal["success"]] = "success"
+    submitted: ClassVar[bool] = True
+    agent_terminal: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interrupted:
+    """The turn ended early: cancelled by us (``cancelled``) or ended by the agent without success
+    for a reason such as a rejected permission (``interrupted``).
+
+    ``agent_terminal`` is False when the agent did not confirm the end within the grace period (the
+    caller then kills it); ``submitted`` is False when the prompt never left Baton.
+    """
+
+    state: Literal["cancelled", "interrupted"]
+    reason: str
+    message: str
+    text: str = ""
+    submitted: bool = True
+    agent_terminal: bool = True
+    kind: ClassVar[Literal["interrupted"]] = "interrupted"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failed:
+    """The turn failed: before submission (``submitted`` False: nothing reached the agent), or the
+    agent ended it with a failure reason (``agent_terminal`` True), or its process died."""
+
+    reason: str
+    message: str
+    text: str = ""
+    submitted: bool = False
+    agent_terminal: bool = False
+    state: ClassVar[Literal["failed"]] = "failed"
+    kind: ClassVar[Literal["failure"]] = "failure"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unknown:
+    """Baton cannot know what happened to a prompt that may have reached the agent (e.g. a tmux
+    paste whose Enter could not be confirmed). Never replayed, never rewritten."""
+
+    reason: str
+    message: str
+    text: str = ""
+    state: ClassVar[Literal["unknown"]] = "unknown"
+    kind: ClassVar[Literal["unknown"]] = "unknown"
+    submitted: ClassVar[bool] = True
+    agent_terminal: ClassVar[bool] = False
+
+
+TurnOutcome: TypeAlias = Succeeded | Interrupted | Failed | Unknown
+
+
+# -- prompts the agent raises --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptRequest:
+    """A permission request or question from the agent, as the policy sees it.
+
+    ``payload`` is bounded and JSON-safe: ``{"toolUses": [...], "options": [...]}`` for a
+    permission, ``{"questions": [...]}`` for a question. ``options`` are the offered option values
+    of a permission request (``droid-protocol.md`` §6: answer only with one of them); empty for a
+    question. ``deny_listed`` marks a request the agent says always needs a human's approval (it
+    is never approved by a rule).
+    """
+
+    kind: Literal["permission", "ask_user"]
+    payload: Mapping[str, Any]
+    options: tuple[str, ...] = ()
+    deny_listed: bool = False
+
+
+#: An answer: ``{"selectedOption": v, "comment"?: str}`` for a permission,
+#: ``{"cancelled": bool, "answers": [{"index", "question", "answer"}]}`` for a question.
+PromptResponse: TypeAlias = dict[str, Any]
+
+
+class PromptPolicy(Protocol):
+    """Who answers the agent's prompts: a rule at once, or a caller later.
+
+    Implementations: the controller's automatic rule (``high`` → ``proceed_once`` unless
+    deny-listed, else ``cancel``; questions declined) and the ask policy (the prompt becomes
+    pending, reported through :meth:`SessionSink.pending`, and the caller's answer arrives later).
+    """
+
+    async def decide(
+        self, turn_id: str, request: PromptRequest, sink: SessionSink
+    ) -> PromptResponse:
+        """The answer to ``request`` raised during turn ``turn_id``.
+
+        May wait (the ask policy waits for the caller). Cancelled when the turn ends or is
+        interrupted first; the harness then lets the agent resolve the prompt itself.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Declined:
+    """Something the agent asked for and a rule declined (rendered in the controller's run view)."""
+
+    kind: Literal["permission", "askUser"]
+    item: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- what a harness reports ----------------------------------------------------------------------
+
+
+class SessionSink(Protocol):
+    """Where a harness reports what it observes. Calls are cheap and never block for long.
+
+    Every method but :meth:`spawned`, :meth:`session` and :meth:`stderr` concerns one turn,
+    named by the ``turn_id`` of its :class:`TurnInput` (:meth:`event` also takes None for an
+    event of the session as a whole, e.g. one observed while opening).
+    """
+
+    def spawned(self, agent_pid: int) -> None:
+        """The agent process exists (informational; supervision does not depend on it)."""
+
+    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
+        """The conversation is open: the agent's own session id (Droid's UUID, a tmux target) and
+        the settings the agent reports it applied (read back, never what we asked)."""
+
+    def submitting(self, turn_id: str) -> None:
+        """From now on the prompt may reach the agent. Called before the first byte is sent: if
+        the worker dies after this, the turn is ``unknown``; before it, ``failed``."""
+
+    def submitted(self, turn_id: str) -> None:
+        """The agent acknowledged the prompt (protocol answer, or a tmux delivery confirmed)."""
+
+    def event(self, turn_id: str | None, event: Mapping[str, Any]) -> None:
+        """One bounded, JSON-safe event of the turn (``{"type": ..., ...}``)."""
+
+    def text_delta(self, turn_id: str, delta: str) -> None:
+        """A piece of the agent's streamed answer (may be very frequent; coalesce downstream)."""
+
+    def declined(self, turn_id: str, declined: Declined) -> None:
+        """A rule declined a permission request or question (the controller records these)."""
+
+    def pending(self, turn_id: str, request_id: str, request: PromptRequest) -> None:
+        """A prompt is held for a caller's answer under Baton's ``request_id``."""
+
+    def resolved(self, turn_id: str, request_id: str, by: str) -> None:
+        """A pending prompt was answered or dropped: ``by`` is ``caller``, ``expired``,
+        ``interrupt`` (the turn was interrupted) or ``turn_end``."""
+
+    def screen_state(self, turn_id: str, state: ScreenState) -> None:
+        """A terminal agent's screen changed state (tmux harness only)."""
+
+    def terminal(self, turn_id: str, outcome: TurnOutcome) -> None:
+        """The turn's outcome, once, before the harness starts any cleanup."""
+
+    def stderr(self, text: str) -> None:
+        """The agent's stderr (bounded), once the agent has exited; may follow :meth:`terminal`."""
+
+
+# -- what a harness is given ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSpec:
+    """How to open a conversation.
+
+    ``workspace`` is canonical (realpath) and already approved. ``autonomy`` is
+    ``off|low|medium|high``. ``resume_id`` names an agent session to resume (Droid UUID), or for a
+    detached harness the recorded attachment to re-adopt (``options["attach"]``). ``options``
+    carries harness-specific settings (Droid: ``droidPath``, ``settingsFile``, reply channel, tool
+    lists, tags; tmux: ``adapter``, ``command``, ``env``, ``sessionName``, ``attach``).
+    ``setup_timeout_s`` bounds every setup request: an agent that does not speak its protocol in
+    that time fails the turn (``setup_failed``).
+    """
+
+    workspace: str
+    autonomy: str
+    model: str | None = None
+    reasoning_effort: str | None = None
+    resume_id: str | None = None
+    fork_from: str | None = None
+    cancel_grace_ms: int = 5000
+    setup_timeout_s: float = 30.0
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnInput:
+    """One prompt to submit.
+
+    ``turn_id`` is drawn by Baton before submission (a UUID); harnesses that can, use it as the
+    agent's own turn id (Droid's ``messageId``) so the turn's end is matched exactly. ``label``
+    is the caller-visible id of the turn (the controller's ``runId``). ``settings`` holds
+    per-turn setting changes applied before the prompt (``model``, ``autonomy``,
+    ``reasoningEffort``, ...), empty when the session's settings stand.
+    """
+
+    turn_id: str
+    prompt: str
+    label: str = ""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+class HarnessCapabilities(NamedTuple):
+    """What a harness can do; surfaces and the engine read these instead of harness names."""
+
+    respond_prompts: bool
+    """Prompts arrive as protocol requests the policy answers (Droid), not as screens to type at."""
+    exact_turn_end: bool
+    """The agent signals the end of our exact turn (protocol event or durable done record)."""
+    queue: bool
+    """A prompt sent while a turn runs is queued by the agent itself."""
+    detached: bool
+    """The agent outlives the worker (tmux): closing the worker does not stop it."""
+
+
+class AgentSession(Protocol):
+    """One open conversation with an agent."""
+
+    @property
+    def agent_session_id(self) -> str:
+        """The agent's own id of this conversation."""
+        ...
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """The settings the agent last reported (read back)."""
+        ...
+
+    async def submit(self, turn: TurnInput, sink: SessionSink) -> TurnOutcome:
+        """Run one turn and return its outcome; never raises for agent failures.
+
+        Calls ``sink.submitting`` before the prompt can reach the agent and ``sink.terminal``
+        exactly once before returning. After :meth:`interrupt`, returns an :class:`Interrupted`
+        within the session's cancel grace (``agent_terminal`` False if the agent did not confirm).
+        Only one turn runs at a time; submitting while one runs raises :class:`RuntimeError`.
+        """
+        ...
+
+    async def interrupt(self) -> None:
+        """Ask the agent to end the running turn (no-op when idle). Returns without waiting for
+        the end; the running :meth:`submit` reports it."""
+        ...
+
+    async def close(self, *, detach: bool = False) -> None:
+        """End the conversation and its agent process, bounded by the cancel grace. With
+        ``detach`` (detached harnesses), only stop watching: the agent keeps running."""
+        ...
+
+
+class Harness(Protocol):
+    """An adapter for one kind of agent. Chosen by name from :mod:`baton.harnesses.registry`."""
+
+    name: str
+    capabilities: HarnessCapabilities
+
+    async def open(
+        self, spec: SessionSpec, sink: SessionSink, prompts: PromptPolicy
+    ) -> AgentSession:
+        """Open, resume or re-adopt a conversation; report it through ``sink.session``.
+
+        Raises
+        ------
+        HarnessError
+            If the agent cannot be started or does not complete setup (the message says why;
+            nothing was submitted).
+        asyncio.CancelledError
+            If cancelled while opening; anything started is stopped first.
+        """
+        ...
+
+    async def list_models(self, cwd: str) -> list[dict[str, Any]]:
+        """The agent's live model catalogue (raw records), from a process that submits nothing."""
+        ...
+
+
+class HarnessError(Exception):
+    """Opening a session failed before anything was submitted; ``reason`` is a stable code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+async def run_one_turn(
+    harness: Harness,
+    spec: SessionSpec,
+    turn: TurnInput,
+    sink: SessionSink,
+    prompts: PromptPolicy,
+    cancel: asyncio.Event,
+) -> TurnOutcome:
+    """The controller's one-turn-per-process path, composed from the session operations.
+
+    Opens, submits ``turn`` and closes. A ``cancel`` before submission submits nothing and ends
+    ``cancelled``; after it, interrupts and lets :meth:`AgentSession.submit` report the end.
+    Reports the outcome with ``sink.terminal`` exactly once (also when opening fails).
+    """
+    opening = asyncio.ensure_future(harness.open(spec, sink, prompts))
+    if await _first(opening, cancel) == "cancel":
+        opening.cancel()
+        session = await _settled(opening)
+        if session is not None:
+            await session.close()
+        outcome: TurnOutcome = Interrupted(
+            state="cancelled",
+            reason="cancelled",
+            message="cancelled during setup; no prompt was submitted",
+            submitted=False,
+            agent_terminal=False,
+        )
+        sink.terminal(turn.turn_id, outcome)
+        return outcome
+    try:
+        session = opening.result()
+    except HarnessError as exc:
+        outcome = Failed(reason=exc.reason, message=exc.message)
+        sink.terminal(turn.turn_id, outcome)
+        return outcome
+    try:
+        submitting = asyncio.ensure_future(session.submit(turn, sink))
+        if await _first(submitting, cancel) == "cancel":
+            await session.interrupt()
+        return await submitting
+    finally:
+        await session.close()
+
+
+async def _first(task: asyncio.Future[Any], cancel: asyncio.Event) -> Literal["task", "cancel"]:
+    """Wait for ``task`` or ``cancel``, whichever comes first (``task`` wins a tie)."""
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    return "task" if task.done() else "cancel"
+
+
+async def _settled(task: asyncio.Future[AgentSession]) -> AgentSession | None:
+    """The result of a cancelled open, if it finished anyway; its failure is not ours to raise."""
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+            raise
+        return None
+    except HarnessError:
+        return None

@@ -1,0 +1,92 @@
+"""Any terminal program, read from its screen only (WAVE2 decision 6).
+
+A generic program writes no done record, so a turn ends when the program's *prompt is back*: the
+screen's last non-empty line matches ``idlePattern`` (else ``readyPattern``, else, literally, the
+line the program showed when it was first ready), the screen changed after the prompt was
+submitted, and it then held still for the settle time. That is reported with completion basis
+``screen_idle``: it proves the program is waiting for input again, not that it did what was asked.
+Silence alone never ends a turn: without the prompt back, a quiet screen stays ``working``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from baton.harnesses.session_api import ScreenState
+from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
+
+_NEVER = re.compile(r"(?!x)x")
+#: A question is looked for in this many non-empty lines at the bottom of the screen.
+ASK_LINES = 3
+
+
+class GenericAdapter(TuiAdapter):
+    name = "generic"
+    exact_turn_end = False
+    basis = "screen_idle"
+    versions = "any"
+
+    ready_marker = _NEVER
+    working_marker = _NEVER
+    needs_input_marker = _NEVER
+    input_line = _NEVER
+    paste_placeholder = _NEVER
+
+    def __init__(
+        self,
+        *,
+        ready_pattern: str | None = None,
+        idle_pattern: str | None = None,
+        needs_input_pattern: str | None = None,
+        interrupt_keys: list[str] | None = None,
+        exit_command: str | None = None,
+        ready_line: str | None = None,
+    ) -> None:
+        self._ready = re.compile(ready_pattern) if ready_pattern else None
+        self._idle = re.compile(idle_pattern) if idle_pattern else self._ready
+        self._asks = re.compile(needs_input_pattern) if needs_input_pattern else None
+        self.interrupt_keys = tuple(interrupt_keys or ("C-c",))
+        self.exit_command = exit_command
+        self.ready_line = ready_line
+
+    def learn_ready_line(self, screen: Screen) -> None:
+        """Remember the prompt line shown at readiness, the idle marker when no pattern is set."""
+        bottom = screen.bottom(1)
+        if self._idle is None and bottom:
+            self.ready_line = bottom[0]
+
+    def _last(self, screen: Screen) -> str:
+        bottom = screen.bottom(1)
+        return bottom[0] if bottom else ""
+
+    def _idle_match(self, line: str) -> re.Match[str] | None:
+        if self._idle is not None:
+            return self._idle.search(line)
+        if self.ready_line:
+            return re.match(re.escape(self.ready_line.rstrip()), line)
+        return None
+
+    def ready(self, screen: Screen) -> bool:
+        last = self._last(screen)
+        if not last:
+            return False
+        if self._ready is not None:
+            return bool(self._ready.search(last))
+        return self.classify(screen) != "needs_input"
+
+    def classify(self, screen: Screen) -> ScreenState:
+        # The prompt back on the last line wins over a question still visible above it (text
+        # typed after the prompt, not yet submitted, does not make the program busy).
+        if self._idle_match(self._last(screen)) is not None:
+            return "idle"
+        if self._asks is not None and self._asks.search(screen.bottom_text(ASK_LINES)):
+            return "needs_input"
+        return "working"
+
+    def is_prompt_line(self, line: str) -> bool:
+        return self._idle_match(line) is not None
+
+    def input_text(self, screen: Screen) -> str:
+        last = self._last(screen)
+        match = self._idle_match(last)
+        return last[match.end() :].strip() if match is not None else ""

@@ -1,0 +1,173 @@
+"""The tmux harness's settings (``SessionSpec.options``) and its recorded attachment.
+
+Keys are camelCase, as in Baton's JSON config (``WAVE2.md`` §1.3); unknown keys are refused, so a
+typo never silently changes behaviour.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+AdapterName = Literal["droid", "claude", "codex", "generic"]
+
+#: tmux session names: no ``.`` or ``:`` (they are target separators); kept to a safe alphabet.
+_SESSION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
+
+
+def _absolute(value: str) -> str:
+    if not Path(value).is_absolute():
+        raise ValueError(f"must be an absolute path: {value!r}")
+    return value
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from exc
+    return value
+
+
+def _socket(value: str) -> str:
+    _absolute(value)
+    if len(value.encode()) > 100:
+        raise ValueError(f"tmux socket path too long (Unix sockets allow ~100 bytes): {value!r}")
+    return value
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+SocketPath = Annotated[str, AfterValidator(_socket)]
+Pattern = Annotated[str, AfterValidator(_regex)]
+
+
+def slugify(text: str, limit: int = 24) -> str:
+    """Lower-case ASCII letters, digits and single dashes, at most ``limit`` characters."""
+    slug = _SLUG_CHARS.sub("-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "agent"
+
+
+def session_name(slug: str, short_id: str | None = None) -> str:
+    """The predictable tmux session name ``baton-<slug>-<short id>`` (WAVE2 §9.1).
+
+    ``slug`` is slugified; ``short_id`` defaults to 8 random hex digits.
+    """
+    return f"baton-{slugify(slug)}-{short_id or secrets.token_hex(4)}"
+
+
+class Attachment(BaseModel):
+    """Where a pane lives and which process it runs: enough to find it again after Baton restarts
+    (WAVE2 §9.6). Persist it as JSON (``model_dump()``); hand it back as ``options["attach"]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    socketPath: SocketPath
+    """The private tmux server's socket."""
+    sessionName: str = Field(pattern=_SESSION_NAME.pattern)
+    """The tmux session (``baton-<slug>-<id>``)."""
+    paneId: str = Field(pattern=r"^%\d+$")
+    """tmux's pane id (``%N``), unique within the server."""
+    panePid: int = Field(gt=0)
+    """The pane's process (the agent, after the launcher's exec)."""
+    paneStartTime: float = Field(gt=0)
+    """That process's start time (seconds since the epoch): a pid with another start time is
+    another process."""
+    adapter: AdapterName
+    """The adapter that drives it."""
+    workspace: AbsolutePath
+    """The pane's working directory."""
+    home: AbsolutePath
+    """The agent's HOME (where its session files are)."""
+    rawLog: AbsolutePath
+    """Base path of the segmented raw pane log."""
+    readyLine: str | None = None
+    """Generic adapter only: the screen's last line when the program was first ready (its idle
+    prompt, used when no ``idlePattern`` is configured)."""
+
+
+class TmuxOptions(BaseModel):
+    """``SessionSpec.options`` for the tmux harness."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    adapter: AdapterName
+    """Which TUI: ``droid``, ``claude``, ``codex`` (each with a durable done record) or
+    ``generic`` (screen only)."""
+    command: list[str] | None = Field(default=None, min_length=1)
+    """The agent's argv (the first item is looked up on the pane's PATH). Required unless
+    ``attach`` is given. The adapter may append flags it needs (Codex: ``--no-daemon``,
+    ``--no-alt-screen``)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Added to Baton's own environment for the pane's process (API keys, base URLs, and the
+    injected identity ``SPAWNEA_SESSION_ID`` / ``BATON_CONTROL_RUNTIME_FILE``). Never in argv."""
+    socketPath: SocketPath
+    """The private tmux server's socket (``tmux -S``), one per Baton state directory; at most
+    100 bytes (a Unix socket path limit)."""
+    sessionName: str | None = Field(default=None, pattern=_SESSION_NAME.pattern)
+    """The tmux session name; default ``baton-<slug of the workspace>-<8 hex>``."""
+    agentHome: AbsolutePath | None = None
+    """The HOME the operator chose for this agent: it becomes the pane's HOME, and first-run
+    configuration (trust, onboarding, notices) is written into it. Absent: nothing is written and
+    the agent uses ``env["HOME"]`` or Baton's HOME."""
+    logDir: AbsolutePath | None = None
+    """Where raw pane logs and launcher files go (created 0700); default: ``<socket dir>/panes``."""
+    attach: Attachment | None = None
+    """A recorded attachment to re-adopt instead of launching."""
+    readyPattern: Pattern | None = None
+    """Generic: a regex that, matched against the bottom lines of the screen, means ready."""
+    idlePattern: Pattern | None = None
+    """Generic: a regex that, matched against the bottom lines of the screen, means the program
+    waits for input (its prompt is back). Default: ``readyPattern``, else the line the program
+    showed when it was first ready."""
+    needsInputPattern: Pattern | None = None
+    """Generic: a regex that means the program asks something (reported ``needs_input``)."""
+    interruptKeys: list[str] | None = Field(default=None, min_length=1)
+    """Generic: tmux key names that interrupt a turn (default ``["C-c"]``)."""
+    exitCommand: str | None = None
+    """Generic: text typed (then Enter) to make the program exit (default: none; the session is
+    killed)."""
+    width: int = Field(default=200, ge=40, le=1000)
+    """Pane width in cells (agents wrap their own lines at it)."""
+    height: int = Field(default=50, ge=10, le=500)
+    """Pane height in lines."""
+    enterDelayMs: int = Field(default=500, ge=0, le=5000)
+    """Gap between the bracketed paste and the separate Enter (the Spawnea contract's 500 ms)."""
+    confirmTimeoutMs: int = Field(default=3000, ge=200, le=60_000)
+    """How long an Enter may take to be confirmed before the one guarded retry (WAVE2 §9.1)."""
+    settleMs: int = Field(default=300, ge=0, le=10_000)
+    """Readiness: the ready screen must hold this long (and, generic, an idle screen too)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TmuxOptions:
+        if self.attach is None and self.command is None:
+            raise ValueError("'command' is required to launch an agent (or give 'attach')")
+        if self.attach is not None and self.attach.adapter != self.adapter:
+            raise ValueError(
+                f"'attach' was recorded for adapter {self.attach.adapter!r}, not {self.adapter!r}"
+            )
+        if self.adapter != "generic":
+            extras = [
+                name
+                for name in (
+                    "readyPattern",
+                    "idlePattern",
+                    "needsInputPattern",
+                    "interruptKeys",
+                    "exitCommand",
+                )
+                if getattr(self, name) is not None
+            ]
+            if extras:
+                raise ValueError(f"{', '.join(extras)}: only for the generic adapter")
+        if self.agentHome is not None and self.env.get("HOME", self.agentHome) != self.agentHome:
+            raise ValueError("env HOME and agentHome differ; give one of them")
+        return self
+
+    def log_dir(self) -> Path:
+        """The directory for raw logs and launcher files."""
+        return Path(self.logDir) if self.logDir else Path(self.socketPath).parent / "panes"
