@@ -31,7 +31,7 @@ from tests.fakes.agent_models import AgentModelServer, anthropic_prompt
 from tests.harness_conformance import DecliningPolicy, RecordingSink
 from tests.tmux.agents import Place, agent_spec, binary, generic_spec
 
-from baton.harnesses.session_api import Succeeded, TurnInput
+from baton.harnesses.base import Succeeded, TurnInput
 from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
 from bench.common import Json, Result, Table, fmt_ms, log, summarize_ms
 from bench.servers import Context

@@ -1,6 +1,6 @@
 """Harness conformance: one set of behavioural checks every harness must pass.
 
-The checks speak only the session-shaped interface (``baton.harnesses.session_api``): open,
+The checks speak only the session-shaped interface (``baton.harnesses.base``): open,
 submit, the sink's calls, interrupt, close, and no process left. A harness is plugged in as a
 :class:`ConformanceTarget`: a factory for the harness, a factory for a fresh :class:`SessionSpec`
 (given a fresh directory), and two prompts its fake model (or program) answers quickly and
@@ -31,7 +31,7 @@ from typing import Any
 import psutil
 import pytest
 
-from baton.harnesses.session_api import (
+from baton.harnesses.base import (
     AgentSession,
     Declined,
     Failed,

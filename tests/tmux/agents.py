@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baton.harnesses.session_api import SessionSpec
+from baton.harnesses.base import SessionSpec
 from tests.fakes.agent_models import AgentModelServer
 from tests.fakes.model_server import write_droid_settings
 

@@ -10,7 +10,7 @@ import asyncio
 import json
 import sys
 
-from baton.harnesses.session_api import SessionSpec
+from baton.harnesses.base import SessionSpec
 from baton.harnesses.tmux import TmuxHarness
 from tests.harness_conformance import DecliningPolicy, RecordingSink
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.harnesses.session_api import SessionSpec
+from baton.harnesses.base import SessionSpec
 from baton.harnesses.tmux import TmuxHarness
 from tests.fakes.agent_models import AgentModelServer
 from tests.harness_conformance import CASES, ConformanceTarget

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from baton.harnesses.session_api import (
+from baton.harnesses.base import (
     Failed,
     HarnessError,
     SessionSpec,

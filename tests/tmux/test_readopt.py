@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from baton.harnesses.session_api import HarnessError, SessionSpec, Succeeded, TurnInput
+from baton.harnesses.base import HarnessError, SessionSpec, Succeeded, TurnInput
 from baton.harnesses.tmux import TmuxHarness, check_attachment
 from tests.fakes.agent_models import AgentModelServer
 from tests.harness_conformance import DecliningPolicy, RecordingSink

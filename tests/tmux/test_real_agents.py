@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.harnesses.session_api import Succeeded, TurnInput
+from baton.harnesses.base import Succeeded, TurnInput
 from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
 from tests.fakes.agent_models import AgentModelServer
 from tests.harness_conformance import DecliningPolicy, RecordingSink

@@ -21,7 +21,14 @@ def _droid(options: Mapping[str, Any]) -> Harness:
     return DroidHarness(parsed.droid_path, parsed.settings_file)
 
 
-HARNESSES: dict[str, Callable[[Mapping[str, Any]], Harness]] = {"droid": _droid}
+def _tmux(options: Mapping[str, Any]) -> Harness:
+    from baton.harnesses.tmux import TmuxHarness
+
+    adapter = options.get("adapter")
+    return TmuxHarness(adapter if isinstance(adapter, str) else None)  # type: ignore[arg-type]
+
+
+HARNESSES: dict[str, Callable[[Mapping[str, Any]], Harness]] = {"droid": _droid, "tmux": _tmux}
 
 
 def build_harness(name: str, options: Mapping[str, Any]) -> Harness:

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from baton.harnesses.session_api import (
+from baton.harnesses.base import (
     HarnessCapabilities,
     HarnessError,
     PromptPolicy,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from baton.harnesses.session_api import ScreenState
+from baton.harnesses.base import ScreenState
 from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
 from baton.harnesses.tmux.driver import TmuxError, TmuxPane

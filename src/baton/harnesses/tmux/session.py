@@ -1,4 +1,4 @@
-"""An agent TUI in a tmux pane, as an :class:`~baton.harnesses.session_api.AgentSession`.
+"""An agent TUI in a tmux pane, as an :class:`~baton.harnesses.base.AgentSession`.
 
 The pane outlives this object (``detached``): :meth:`TmuxAgentSession.close` with ``detach=True``
 only stops watching, and another process can re-adopt the pane from :attr:`attach`. Beyond the
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baton.harnesses.session_api import Failed, ScreenState, SessionSink, TurnInput, TurnOutcome
+from baton.harnesses.base import Failed, ScreenState, SessionSink, TurnInput, TurnOutcome
 from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.driver import TmuxError
 from baton.harnesses.tmux.monitor import Observation

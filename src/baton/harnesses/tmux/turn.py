@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from baton.harnesses.session_api import (
+from baton.harnesses.base import (
     Failed,
     Interrupted,
     SessionSink,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from baton.harnesses.session_api import CompletionBasis, ScreenState
+from baton.harnesses.base import CompletionBasis, ScreenState
 from baton.harnesses.tmux.files import FilesContext, Json, Rec, normalize
 
 #: How many non-empty bottom lines the markers are looked for in.

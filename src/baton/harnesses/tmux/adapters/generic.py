@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from baton.harnesses.session_api import ScreenState
+from baton.harnesses.base import ScreenState
 from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
 
 _NEVER = re.compile(r"(?!x)x")
