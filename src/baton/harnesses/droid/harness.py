@@ -174,6 +174,8 @@ class DroidSession(AgentSession):
         self._session_id = ""
         self._settings: dict[str, Any] = {}
         self._closed = False
+        self._turn_over = asyncio.Event()  # set whenever no turn is running
+        self._turn_over.set()
 
     @property
     def agent_session_id(self) -> str:
@@ -384,6 +386,7 @@ class DroidSession(AgentSession):
         loop = asyncio.get_running_loop()
         state = TurnState(message_id=turn.turn_id, done=loop.create_future())
         self._turn = state
+        self._turn_over.clear()
         self._sink = sink
         self._interrupt.clear()
         try:
@@ -391,6 +394,7 @@ class DroidSession(AgentSession):
         finally:
             self._drop_pending()
             self._turn = None
+            self._turn_over.set()
         sink.terminal(turn.turn_id, outcome)
         return outcome
 
@@ -544,8 +548,15 @@ class DroidSession(AgentSession):
         if self._closed:
             return
         self._closed = True
+        grace = self._spec.cancel_grace_ms / 1000
+        if self._turn is not None:  # a running turn is interrupted first, then Droid stopped
+            self._interrupt.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._turn_over.wait(), grace * 2 + 1)
         self._drop_pending()
-        await _close_client(self._client, self._spec.cancel_grace_ms / 1000 + 3)
+        await _close_client(self._client, grace + 3)
+        if not self._failure.done():  # whatever still waits on Droid learns it is gone
+            self._failure.set_result("the session was closed")
         # The SDK drains Droid's stderr and keeps its first 16 KiB, with secrets redacted; it
         # publishes the capture only once the stream has ended, i.e. after close.
         captured = _stderr(self._transport)
