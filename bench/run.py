@@ -23,6 +23,7 @@ from typing import Any
 from bench import (
     concurrency,
     droid_find,
+    floor,
     followup,
     git_lifecycle,
     history_scaling,
@@ -46,6 +47,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     real_turn.NAME: real_turn.run,
     followup.NAME: followup.run,
     sessions.NAME: sessions.run,
+    floor.NAME: floor.run,
     droid_find.NAME: droid_find.run,
     git_lifecycle.NAME: git_lifecycle.run,
     tmux_harness.NAME: tmux_harness.run,

@@ -355,7 +355,8 @@ class FakeSetup:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
 
     def methods(self) -> list[str]:
-        return [str(r["method"]) for r in self.records()]
+        """The requests Droid received, in order (not the fake's ``notified.*`` lines)."""
+        return [str(r["method"]) for r in self.records() if str(r["method"]).startswith("droid.")]
 
     def prompts(self) -> list[str]:
         return [str(r["text"]) for r in self.records() if r["method"] == "droid.add_user_message"]

@@ -472,9 +472,12 @@ async def test_request_log(home: Path, cwd: Path, tmp_path: Path) -> None:
         await run_turn(client, recorder, "logged prompt")
         pid = transport.pid
     records = [json.loads(line) for line in log.read_text().splitlines()]
+    # Requests in the order they arrived, then what the fake notified for the prompt it took.
     assert [r["method"] for r in records] == [
         "droid.initialize_session",
         "droid.add_user_message",
+        "notified.create_message.user",
+        "notified.create_message.assistant",
     ]
     assert records[1]["text"] == "logged prompt"
     assert {r["pid"] for r in records} == {pid}

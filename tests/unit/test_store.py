@@ -13,6 +13,7 @@ import pytest
 
 from baton.errors import StateError
 from baton.store import SCHEMA_VERSION, OwnerLock, Store
+from baton.store.runs import AcceptedRun
 from baton.store.schema import MIGRATIONS, V1
 from baton.store.statedir import prepare_state_directory
 
@@ -207,6 +208,8 @@ def test_migration_from_v4_keeps_history_scopes_intents_and_moves_worker_groups(
         other_surface = store.intent("k1", "droid-mcp")
         workers = store.unreaped_workers()
         session = store.session("ses-a")
+        page, total = store.controller_runs_page(0, 2)
+        tail, _ = store.controller_runs_page(2, 2)
     finally:
         store.close()
     assert digest(tmp_path / "state.db.v4.bak") == before  # byte-identical backup first
@@ -221,3 +224,38 @@ def test_migration_from_v4_keeps_history_scopes_intents_and_moves_worker_groups(
         {"pgid": 4244, "started": 300.0, "marker": None, "session_key": "ses-b", "run_id": "run-3"}
     ]
     assert session is not None and session["status"] == "open" and session["harness"] == "droid"
+    # Every V4 run was the controller's: counted, and paged newest first.
+    assert total == 3
+    assert [r["run_id"] for r in page] == ["run-3", "run-2"]
+    assert [r["run_id"] for r in tail] == ["run-1"]
+
+
+def test_controller_page_counts_and_lists_only_the_controllers_runs(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.open()
+    try:
+        for index, surface in enumerate(["controller", "droid-mcp", "controller", "spawnea"]):
+            store.accept_run(
+                AcceptedRun(
+                    run_id=f"run-{index}",
+                    turn_id=f"turn-{index}",
+                    request_key=f"key-{index}",
+                    session_key=f"ses-{index}",
+                    parent_run_id=None,
+                    workspace="/srv/app",
+                    autonomy="high",
+                    model=None,
+                    reasoning_effort=None,
+                    puck_conversation_id=None,
+                    fingerprint="f",
+                    created_at="2026-01-01",
+                    surface=surface,
+                ),
+                new_session=True,
+            )
+        page, total = store.controller_runs_page(0, 10)
+        counts = dict(store.db.execute("SELECT surface, runs FROM run_counts").fetchall())
+    finally:
+        store.close()
+    assert total == 2 and [r["run_id"] for r in page] == ["run-2", "run-0"]
+    assert counts == {"controller": 2, "droid-mcp": 1, "spawnea": 1}

@@ -194,7 +194,7 @@ class ControllerRuns:
             raise BatonError("invalid_argument", f"offset must be between 0 and {OFFSET_MAX}")
         if not 1 <= limit <= LIST_LIMIT_MAX:
             raise BatonError("invalid_argument", f"limit must be between 1 and {LIST_LIMIT_MAX}")
-        rows, total = self.store.runs_page(offset, limit)
+        rows, total = self.store.controller_runs_page(offset, limit)
         end = offset + len(rows)
         return {
             "runs": [run_summary(row) for row in rows],

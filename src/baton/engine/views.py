@@ -48,10 +48,17 @@ def _size(value: Any) -> int:
     return utf16_len(json.dumps(value, ensure_ascii=False))
 
 
+def _within(value: Any, limit: int) -> bool:
+    """True if ``value``'s JSON is at most ``limit`` UTF-16 code units (cheap when it is far
+    below: a code point is at most two units, so short text needs no encoding)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return len(text) * 2 <= limit or utf16_len(text) <= limit
+
+
 def _bounded_event(event: dict[str, Any]) -> dict[str, Any]:
     """``event`` within :data:`EVENT_LIMIT` as a whole: its strings are clipped harder until it
     fits, and it says so with ``clipped: true``."""
-    if _size(event) <= EVENT_LIMIT:
+    if _within(event, EVENT_LIMIT):
         return event
     for limit in (1000, 250, 60):
         smaller: dict[str, Any] = bounded(event, limit)
@@ -65,7 +72,7 @@ def bound_view(view: dict[str, Any], limit: int = VIEW_LIMIT) -> dict[str, Any]:
     """``view`` within ``limit`` UTF-16 code units of JSON: the stderr tail is shortened first,
     then the oldest events are dropped, then the text tail is shortened. ``clipped`` names what
     was cut (``{"stderrTail": n, "events": n, "textTail": n}``: characters or events removed)."""
-    if _size(view) <= limit:
+    if _within(view, limit):
         return view
     view = dict(view)
     clipped: dict[str, int] = {}

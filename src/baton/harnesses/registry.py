@@ -7,7 +7,8 @@ job uses (``droid_sdk`` alone costs about half a second of imports, measured in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from baton.harnesses.base import Harness
@@ -29,6 +30,22 @@ def _tmux(options: Mapping[str, Any]) -> Harness:
 
 
 HARNESSES: dict[str, Callable[[Mapping[str, Any]], Harness]] = {"droid": _droid, "tmux": _tmux}
+
+#: The module each harness's factory imports (what :func:`preload` imports ahead of a job).
+MODULES: dict[str, str] = {"droid": "baton.harnesses.droid", "tmux": "baton.harnesses.tmux"}
+
+
+def preload(names: Iterable[str]) -> None:
+    """Import the modules of the harnesses ``names`` now, so building one later costs no imports.
+
+    A spare worker calls this while it waits for a job (``droid_sdk`` alone is ~0.5 s of imports
+    on 2 cores, measured in ``bench/start_overhead.py``). Unknown names are ignored: the job that
+    names one gets the registry's error.
+    """
+    for name in names:
+        module = MODULES.get(name)
+        if module is not None:
+            importlib.import_module(module)
 
 
 def build_harness(name: str, options: Mapping[str, Any]) -> Harness:

@@ -139,4 +139,15 @@ class StoreCore:
 
 
 def _statements(script: str) -> list[str]:
-    return [part.strip() for part in script.split(";") if part.strip()]
+    """``script`` as single statements (a trigger body's ``;`` does not end its statement)."""
+    statements: list[str] = []
+    pending = ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                statements.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        raise ValueError(f"incomplete SQL statement in a migration: {pending.strip()[:80]!r}")
+    return statements

@@ -15,7 +15,7 @@ from baton.store.rows import Row, all_rows, dumps, one
 
 _RUN_SELECT = (
     "SELECT runs.*, sessions.agent_session_id AS agent_session_id, "
-    "sessions.head_run_id AS head_run_id, sessions.surface AS surface FROM runs "
+    "sessions.head_run_id AS head_run_id FROM runs "
     "LEFT JOIN sessions ON sessions.session_key = runs.session_key"
 )
 
@@ -60,25 +60,25 @@ class RunQueries(StoreCore):
         """One run plus its session's ``agent_session_id``, ``head_run_id`` and ``surface``."""
         return one(self.db.execute(f"{_RUN_SELECT} WHERE runs.run_id = ?", (run_id,)))
 
-    def runs_page(
-        self, offset: int, limit: int, surface: str = "controller"
-    ) -> tuple[list[Row], int]:
-        """A surface's runs newest first (by acceptance order) and their total count."""
-        (total,) = self.db.execute(
-            "SELECT COUNT(*) FROM runs JOIN sessions ON sessions.session_key = runs.session_key "
-            "WHERE sessions.surface = ?",
-            (surface,),
+    def controller_runs_page(self, offset: int, limit: int) -> tuple[list[Row], int]:
+        """The controller's runs newest first (by acceptance order) and their total count.
+
+        Cost is independent of history size up to the offset skipped: the count is one row of
+        ``run_counts`` and the page's seqs come from the partial ``runs_controller_newest``
+        index; only the page's rows are read and joined.
+        """
+        count = self.db.execute(
+            "SELECT runs FROM run_counts WHERE surface = 'controller'"
         ).fetchone()
-        # The page's seqs come from the compact runs_newest index; only those rows are joined.
         rows = all_rows(
             self.db.execute(
-                f"{_RUN_SELECT} WHERE runs.seq IN (SELECT runs.seq FROM runs "
-                "INDEXED BY runs_newest JOIN sessions ON sessions.session_key = runs.session_key "
-                "WHERE sessions.surface = ? ORDER BY runs.seq DESC LIMIT ? OFFSET ?) "
-                "ORDER BY runs.seq DESC",
-                (surface, limit, offset),
+                f"{_RUN_SELECT} WHERE runs.seq IN (SELECT seq FROM runs "
+                "INDEXED BY runs_controller_newest WHERE surface = 'controller' "
+                "ORDER BY seq DESC LIMIT ? OFFSET ?) ORDER BY runs.seq DESC",
+                (limit, offset),
             )
         )
+        total = count[0] if count is not None else 0
         return rows, int(total)
 
     def live_runs(self) -> list[Row]:
@@ -138,7 +138,8 @@ class RunQueries(StoreCore):
             db.execute(
                 "INSERT INTO runs (run_id, turn_id, request_key, session_key, parent_run_id, "
                 "workspace, autonomy, model, reasoning_effort, state, created_at, "
-                "puck_conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?)",
+                "puck_conversation_id, surface) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, ?)",
                 (
                     run.run_id,
                     run.turn_id,
@@ -151,6 +152,7 @@ class RunQueries(StoreCore):
                     run.reasoning_effort,
                     run.created_at,
                     run.puck_conversation_id,
+                    run.surface,
                 ),
             )
             if intent:

@@ -82,7 +82,11 @@ CREATE INDEX runs_newest ON runs(seq);
 #: turn id. Worker process groups get their own table with the identity proof of ``procs`` (a
 #: marker; rows carried over from ``runs`` have none). Intents are keyed by ``(surface,
 #: request_key)`` and gain the pending/expiry/epoch/result columns droid-mcp and Spawnea need
-#: (rebuilt: SQLite cannot change a primary key in place).
+#: (rebuilt: SQLite cannot change a primary key in place). Runs carry their session's surface
+#: (fixed for a session's life): ``droid_list`` pages the controller's runs through a partial
+#: index that replaces V4's ``runs_newest`` (``surface`` is in it so SQLite reads it as covering:
+#: skipping 100k entries takes ~3 ms, against ~8 ms for ``(surface, seq)``) and reads their count
+#: from ``run_counts``, kept by triggers (counting 100k index entries took ~10 ms).
 V5 = """
 CREATE TABLE sessions_v5 (
     session_key TEXT PRIMARY KEY,
@@ -113,6 +117,18 @@ CREATE INDEX sessions_parent ON sessions(parent_session_key) WHERE parent_sessio
 CREATE INDEX sessions_agent ON sessions(agent_session_id) WHERE agent_session_id IS NOT NULL;
 CREATE INDEX sessions_recent ON sessions(surface, updated_at);
 ALTER TABLE runs ADD COLUMN turn_id TEXT;
+ALTER TABLE runs ADD COLUMN surface TEXT NOT NULL DEFAULT 'controller';
+DROP INDEX runs_newest;
+CREATE INDEX runs_controller_newest ON runs(seq, surface) WHERE surface = 'controller';
+CREATE TABLE run_counts (surface TEXT PRIMARY KEY, runs INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO run_counts SELECT surface, COUNT(*) FROM runs GROUP BY surface;
+CREATE TRIGGER runs_counted AFTER INSERT ON runs BEGIN
+    INSERT INTO run_counts VALUES (NEW.surface, 1)
+        ON CONFLICT (surface) DO UPDATE SET runs = runs + 1;
+END;
+CREATE TRIGGER runs_uncounted AFTER DELETE ON runs BEGIN
+    UPDATE run_counts SET runs = runs - 1 WHERE surface = OLD.surface;
+END;
 CREATE TABLE workers (
     pgid INTEGER NOT NULL,
     started REAL NOT NULL,

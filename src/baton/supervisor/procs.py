@@ -31,6 +31,9 @@ import psutil
 
 #: Environment variable holding a worker's marker; inherited by everything the worker starts.
 MARKER_ENV = "BATON_WORKER_MARKER"
+#: Environment variable naming the harnesses (comma-separated) a spare worker imports before its
+#: job arrives (set by the supervisor, read and removed by the worker).
+PRELOAD_ENV = "BATON_WORKER_PRELOAD"
 #: psutil create times are computed from clock ticks (10 ms); equal starts agree far closer.
 _SAME_START_S = 0.02
 

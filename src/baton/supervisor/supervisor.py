@@ -25,7 +25,7 @@ _LINE_LIMIT = 64 * 1024 * 1024
 
 #: Environment variables never passed to workers (and so to agents): transport and gateway
 #: secrets, and a marker inherited from an enclosing Baton worker.
-SECRET_ENV_NAMES = frozenset({"DROID_MCP_TOKEN", procs.MARKER_ENV})
+SECRET_ENV_NAMES = frozenset({"DROID_MCP_TOKEN", procs.MARKER_ENV, procs.PRELOAD_ENV})
 SECRET_ENV_PREFIXES = ("BATON_TOKEN", "BATON_HTTP_TOKEN", "BATON_GATEWAY_TOKEN")
 
 
@@ -128,9 +128,9 @@ class WorkerHandle:
         return code
 
 
-async def start_worker(env: Mapping[str, str]) -> WorkerHandle:
-    """Start ``python -m baton.supervisor.worker`` in a new session with a fresh marker; it waits
-    for its job.
+async def start_worker(env: Mapping[str, str], preload: tuple[str, ...] = ()) -> WorkerHandle:
+    """Start ``python -m baton.supervisor.worker`` in a new session with a fresh marker; it
+    imports the harnesses named in ``preload``, then waits for its job.
 
     Raises
     ------
@@ -147,7 +147,7 @@ async def start_worker(env: Mapping[str, str]) -> WorkerHandle:
         stdout=asyncio.subprocess.PIPE,
         stderr=None,
         start_new_session=True,
-        env={**env, procs.MARKER_ENV: marker},
+        env={**env, procs.MARKER_ENV: marker, procs.PRELOAD_ENV: ",".join(preload)},
         limit=_LINE_LIMIT,
     )
     started = procs.start_time(proc.pid)
@@ -178,15 +178,16 @@ class WorkerPool:
     :data:`REFILL_DELAY_S` after the take, the spare is started regardless.
     """
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], preload: tuple[str, ...] = ("droid",)) -> None:
         self._env = dict(env)
+        self._preload = preload
         self._spare: asyncio.Future[WorkerHandle] | None = None
         self._closed = False
 
     def prime(self) -> None:
         """Start the spare now (call from the running event loop)."""
         if self._spare is None and not self._closed:
-            self._spare = asyncio.ensure_future(start_worker(self._env))
+            self._spare = asyncio.ensure_future(start_worker(self._env, self._preload))
 
     async def take(self) -> WorkerHandle:
         """A worker waiting for its job: the spare if it is healthy, else a new one.
@@ -198,7 +199,7 @@ class WorkerPool:
         """
         handle = await self._take_spare()
         if handle is None:
-            handle = await start_worker(self._env)
+            handle = await start_worker(self._env)  # imports only what its job needs
         asyncio.get_running_loop().call_later(REFILL_DELAY_S, self.prime)
         return handle
 

@@ -41,7 +41,7 @@ from baton.harnesses.base import (
 )
 from baton.harnesses.bounded import TAIL_LIMIT
 from baton.harnesses.prompts import AskPolicy, AutoPolicy
-from baton.harnesses.registry import build_harness
+from baton.harnesses.registry import build_harness, preload
 from baton.paging import tail
 from baton.supervisor import procs, wire
 from baton.text import clean
@@ -319,6 +319,10 @@ async def _models_job(job: wire.ModelsJob, sink: PipeSink) -> None:
 
 
 async def _run(ipc: IO[bytes]) -> None:
+    # A spare worker waits for its job; importing its harness first takes that cost off the
+    # start path (the server sends the job only after the run is accepted, and it waits in the
+    # pipe meanwhile).
+    preload(name for name in os.environ.pop(procs.PRELOAD_ENV, "").split(",") if name)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)

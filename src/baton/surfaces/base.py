@@ -155,10 +155,13 @@ class SurfaceServer(MCPServer[Any], ABC):
             )
 
     async def _input_schema(self, name: str) -> dict[str, Any] | None:
-        for tool in await super().list_tools():
-            if tool.name == name:
-                return tool.input_schema
-        return None
+        # Tools are registered once, at build time, so their schemas are read once (listing them
+        # builds every Tool object: a measurable share of a fast call such as droid_status).
+        schemas: dict[str, dict[str, Any]] | None = getattr(self, "_schemas", None)
+        if schemas is None or name not in schemas:
+            schemas = {tool.name: tool.input_schema for tool in await super().list_tools()}
+            self._schemas = schemas
+        return schemas.get(name)
 
 
 async def _protocol_rules(
