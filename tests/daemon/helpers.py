@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -68,7 +69,9 @@ class Site:
     def descriptor(self) -> Descriptor | None:
         return read_descriptor(self.descriptor_path)
 
-    def baton(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def baton(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``baton ARGS`` to its end (bridges and approvals), with this site's environment."""
         return subprocess.run(
             [*BATON, *args],
@@ -150,23 +153,25 @@ async def bridge(
     site: Site, surface: str, *args: str, env: dict[str, str] | None = None, errlog: Path
 ) -> AsyncIterator[Client]:
     """An official MCP client connected through ``baton bridge SURFACE ARGS``."""
+    params = bridge_params(site, surface, *args, env=env)
     with errlog.open("a") as err:
-        async with Client(stdio_client(bridge_params(site, surface, *args, env=env), errlog=err)) as c:
-            yield c
+        async with Client(stdio_client(params, errlog=err)) as client:
+            yield client
 
 
 async def refused_bridge(
     site: Site, surface: str, *args: str, env: dict[str, str] | None = None, errlog: Path
 ) -> list[str]:
     """Connect through a bridge that must fail; its stderr lines (the client saw the close)."""
-    errlog.unlink(missing_ok=True)
+    await anyio.to_thread.run_sync(lambda: errlog.unlink(missing_ok=True))
     try:
         async with bridge(site, surface, *args, env=env, errlog=errlog):
             raise AssertionError("the bridge connected")
     except* Exception as group:
         codes = [getattr(e, "message", str(e)) for e in _leaves(group)]
         assert any("Connection closed" in str(code) for code in codes), codes
-    return [line for line in errlog.read_text().splitlines() if line.strip()]
+    text = await anyio.to_thread.run_sync(errlog.read_text)
+    return [line for line in text.splitlines() if line.strip()]
 
 
 def _leaves(group: BaseException) -> list[BaseException]:
@@ -176,14 +181,15 @@ def _leaves(group: BaseException) -> list[BaseException]:
 
 
 def raw_gateway(path: str, first: bytes, timeout_s: float = 10.0) -> tuple[Json | None, bytes]:
-    """Send ``first`` on a fresh connection and read until the daemon closes it; the parsed
-    first answer line (None if it closed without one) and what came after it."""
+    """Send ``first`` on a fresh connection, half-close it, and read until the daemon closes
+    it; the parsed first answer line (None if it closed without one) and what came after it."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout_s)
     sock.connect(path)
     data = b""
     try:
         sock.sendall(first)
+        sock.shutdown(socket.SHUT_WR)
         while chunk := sock.recv(65536):
             data += chunk
     except ConnectionResetError:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
 from baton.store import Store
@@ -89,7 +90,7 @@ async def test_bridge_starts_a_daemon_when_none_runs_and_no_start_refuses(
     os.kill(started.pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
     while pid_alive(started.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        await anyio.sleep(0.05)
     assert not pid_alive(started.pid)
     assert site.descriptor() is None
 

@@ -33,6 +33,7 @@ from anyio.abc import ByteStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from baton.daemon.approvals import Approvals
+from baton.daemon.runtime_file import ADMIN_TOKEN_NAME, DAEMON_RECORD
 from baton.git import WorktreeError
 from baton.transports.unix_socket import LineTooLong, read_line, send_json_line
 
@@ -41,11 +42,8 @@ log = logging.getLogger(__name__)
 ADMIN_LINE_MAX: Final = 64 * 1024
 """Longest admin request line (bytes)."""
 AUTH_TIMEOUT_S: Final = 10.0
-ADMIN_TOKEN_NAME: Final = "admin.token"
-"""The admin token's file in the state directory (0600)."""
-DAEMON_RECORD: Final = "daemon.json"
-"""In the state directory (0600): ``{pid, startedAt, adminSocketPath, runtimeFile}``, how
-``baton approvals`` finds the admin socket of the daemon of a config."""
+
+__all__ = ["ADMIN_LINE_MAX", "ADMIN_TOKEN_NAME", "DAEMON_RECORD", "AdminApi", "AdminError"]
 
 AdminHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 _STATUSES = ("pending", "approved", "executing", "completed", "rejected", "failed")

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from baton.daemon.admin import ADMIN_LINE_MAX, ADMIN_TOKEN_NAME, DAEMON_RECORD
+from baton.daemon.runtime_file import ADMIN_TOKEN_NAME, DAEMON_RECORD
 
+REPLY_MAX: Final = 16 << 20
+"""Longest answer line read (bytes): a ``list --all`` of many requests with their journals."""
 CALL_TIMEOUT_S: Final = 30.0
 APPROVE_TIMEOUT_S: Final = 900.0
 """``approve`` answers once the finalization has run (git merge, stash, worktree removal)."""
@@ -80,7 +82,7 @@ class AdminClient:
         try:
             self._sock.sendall(json.dumps(request).encode() + b"\n")
             while b"\n" not in self._buffer:
-                if len(self._buffer) > 64 * ADMIN_LINE_MAX:
+                if len(self._buffer) > REPLY_MAX:
                     raise AdminRefused("invalid_reply", "the daemon's answer is too long")
                 data = self._sock.recv(1 << 16)
                 if not data:

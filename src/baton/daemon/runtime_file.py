@@ -40,6 +40,11 @@ API_VERSION = "v1"
 DESCRIPTOR_NAME = "control-runtime.json"
 SOCKET_NAME = "control.sock"
 ADMIN_SOCKET_NAME = "admin.sock"
+ADMIN_TOKEN_NAME = "admin.token"
+"""The admin token's file in the state directory (0600; ``baton.daemon.admin``)."""
+DAEMON_RECORD = "daemon.json"
+"""In the state directory (0600): ``{pid, startedAt, adminSocketPath, runtimeFile}``, how
+``baton approvals`` finds the admin socket of the daemon of a config."""
 RUNTIME_FILE_VARIABLES = ("BATON_CONTROL_RUNTIME_FILE", "SPAWNEA_CONTROL_RUNTIME_FILE")
 ENABLED_VARIABLES = ("BATON_CONTROL_ENABLED", "SPAWNEA_CONTROL_ENABLED")
 #: A caller's Spawnea identity (``WAVE2.md`` §1.2): sent by the bridge, never inherited by the
