@@ -107,6 +107,15 @@ def _daemon_command(args: argparse.Namespace) -> int:
         )
     from baton.daemon.host import run_daemon
 
+    if config.transport == "http":
+        from baton.transports.http import load_token
+
+        assert config.tokenFile is not None  # Config requires it for http
+        try:
+            load_token(config.tokenFile)  # refuse a short or public token before owning state
+        except ConfigError as exc:
+            print(f"baton: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     if (warning := config.exposure_warning()) is not None:
         print(f"baton: warning: {warning}", file=sys.stderr)
     return run_daemon(config, exit_state=EXIT_STATE, exit_config=EXIT_CONFIG)

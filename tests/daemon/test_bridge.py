@@ -3,8 +3,10 @@ shared engine across bridges, auto-start, ``--no-start``, clean stop, and takeov
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,13 +15,14 @@ import anyio
 import pytest
 
 from baton.store import Store
-from tests.daemon.helpers import DaemonProcess, Site, bridge, mode
+from tests.daemon.helpers import DaemonProcess, Site, bridge, bridge_params, mode
 from tests.e2e.baton_client import call, call_error, wait_state, wait_terminal
 from tests.e2e.processes import pid_alive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 MakeSite = Callable[..., Site]
+PING = {"jsonrpc": "2.0", "id": 41, "method": "ping"}
 
 
 def start_args(site: Site, key: str, prompt: str) -> dict[str, str]:
@@ -95,13 +98,36 @@ async def test_bridge_starts_a_daemon_when_none_runs_and_no_start_refuses(
     assert site.descriptor() is None
 
 
+def connected_bridge_sees_the_daemon_die(site: Site, daemon: DaemonProcess) -> None:
+    """A bridge relaying a live session exits 1 with one line when its daemon is killed."""
+    params = bridge_params(site, "controller", "--no-start")
+    relay = subprocess.Popen(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=site.env,
+    )
+    assert relay.stdin is not None and relay.stdout is not None and relay.stderr is not None
+    relay.stdin.write(json.dumps(PING).encode() + b"\n")
+    relay.stdin.flush()
+    assert json.loads(relay.stdout.readline())["id"] == PING["id"]  # relayed both ways
+    daemon.kill9()
+    assert relay.wait(30) == 1  # its stdin is still open: the daemon went first
+    assert relay.stdout.read() == b""
+    assert relay.stderr.read().decode().strip() == "baton: the daemon closed the connection"
+    relay.stdin.close()
+    relay.stdout.close()
+    relay.stderr.close()
+
+
 async def test_after_kill_9_the_next_daemon_replaces_the_stale_descriptor(
     make_site: MakeSite, tmp_path: Path
 ) -> None:
     site = make_site()
     first = DaemonProcess(site, "first.log")
     stale = first.wait_ready()
-    first.kill9()
+    await anyio.to_thread.run_sync(connected_bridge_sees_the_daemon_die, site, first)
     assert site.descriptor() == stale  # left behind, naming a dead pid
     assert (site.runtime / "baton" / "control.sock").exists()
     second = DaemonProcess(site, "second.log")
