@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from baton.config import load_config
+from baton.daemon.host import Daemon
 from baton.daemon.runtime_file import (
     Descriptor,
     daemon_alive,
@@ -26,6 +30,7 @@ from baton.errors import StateError
 from baton.git import FinalizationRequest, SqliteGitStore
 from baton.store import SCHEMA_VERSION, Store
 from baton.store.schema import MIGRATIONS
+from tests.daemon.helpers import Site
 
 
 def now_iso(offset_s: float = 0.0) -> str:
@@ -147,3 +152,22 @@ def test_schema_v6_adds_the_git_tables_after_a_backup(tmp_path: Path) -> None:
         )
     finally:
         old.close()
+
+
+def test_a_socket_something_listens_on_is_never_replaced(
+    make_site: Callable[..., Site], runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    site = make_site()
+    (runtime / "baton").mkdir(mode=0o700)
+    squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        squatter.bind(str(runtime / "baton" / "control.sock"))
+        squatter.listen(1)
+        daemon = Daemon(load_config(str(site.config)), handle_signals=False)
+        with pytest.raises(StateError, match=r"control\.sock is in use by another process"):
+            daemon.open()
+        assert not (site.state / "owner.json").exists()  # the owner lock was given back
+        assert not (site.state / "state.db").exists()
+    finally:
+        squatter.close()
