@@ -297,8 +297,9 @@ class Daemon:
         if self.engine is not None:
             await self.engine.shutdown()
         await approvals.drain(SHUTDOWN_DRAIN_S)
-        for path in (paths.socket, paths.admin_socket):
-            _unlink_socket(path)
+        _unlink_socket(paths.admin_socket)
+        if self.gateway_enabled:  # otherwise the path is not ours to remove
+            _unlink_socket(paths.socket)
         for name in (ADMIN_TOKEN_NAME, DAEMON_RECORD):
             (self.state_dir / name).unlink(missing_ok=True)
 

@@ -139,18 +139,28 @@ def relay(sock: socket.socket, pending: bytes, stdin_fd: int = 0, stdout_fd: int
 
     threading.Thread(target=upstream, name="bridge-stdin", daemon=True).start()
     try:
-        if pending:
-            _write_all(stdout_fd, pending)
+        if pending and not _forward(stdout_fd, pending):
+            return 0
         while data := sock.recv(_CHUNK):
-            _write_all(stdout_fd, data)
+            if not _forward(stdout_fd, data):
+                return 0
     except OSError:
-        pass  # stdout closed by the client, or the connection reset
+        pass  # the connection was reset
     finally:
         sock.close()
     if stdin_ended.is_set():
         return 0
     _say("the daemon closed the connection")
     return EXIT_FAILED
+
+
+def _forward(stdout_fd: int, data: bytes) -> bool:
+    """Write ``data`` to the client; False if the client closed its end (it is gone)."""
+    try:
+        _write_all(stdout_fd, data)
+    except OSError:
+        return False
+    return True
 
 
 def _say(message: str) -> None:
