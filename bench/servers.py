@@ -137,11 +137,12 @@ def _server_pid(config: Path) -> int:
 
 
 @asynccontextmanager
-async def stdio_server(site: Site, env: dict[str, str]) -> AsyncIterator[Running]:
+async def stdio_server(
+    site: Site, env: dict[str, str], surface: str = "controller"
+) -> AsyncIterator[Running]:
     """``baton serve`` over stdio with the official MCP client; ended by closing its stdin."""
-    params = StdioServerParameters(
-        command=SERVE[0], args=[*SERVE[1:], str(site.config)], env=env, cwd=str(REPO)
-    )
+    args = [*SERVE[1:], str(site.config), "--surface", surface]
+    params = StdioServerParameters(command=SERVE[0], args=args, env=env, cwd=str(REPO))
     with (site.root / "stdio-stderr.log").open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield Running(client, _server_pid(site.config))

@@ -101,6 +101,60 @@ class DashboardConfig(BaseModel):
     """Port on 127.0.0.1 (0 picks a free one)."""
 
 
+class SpawneaProject(BaseModel):
+    """A project Spawnea sessions may work in (``WAVE2.md`` §1.3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Stable id callers pass as ``projectId``."""
+    name: str = Field(min_length=1, max_length=200)
+    """Display name."""
+    path: AbsolutePath
+    """The project's primary checkout (a git repository for managed worktrees); must lie
+    inside an approved root."""
+    baseBranch: str | None = None
+    """Default base branch of managed worktrees (else the checkout's current branch)."""
+    enabled: bool = True
+    """Disabled projects are neither offered nor accepted."""
+
+
+class SpawneaHarness(BaseModel):
+    """A terminal agent Spawnea sessions run in tmux (``WAVE2.md`` §1.3, §9)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Stable id callers pass as ``agentId``."""
+    name: str = Field(min_length=1, max_length=200)
+    kind: Literal["droid", "claude", "codex", "generic"]
+    """The tmux adapter: its readiness, dialog and done-record markers."""
+    command: list[str] = Field(min_length=1)
+    """The argv launched in the pane (an absolute path, or a name on ``PATH``)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the agent (never shown by any tool)."""
+    agentHome: AbsolutePath | None = None
+    """A HOME the operator chose for this agent; first-run configuration is seeded only here."""
+    readyPattern: str | None = None
+    """``generic`` only: a regular expression matched on the screen when the program is ready."""
+    idlePattern: str | None = None
+    """``generic`` only: a regular expression matched on the screen when a turn is over."""
+    needsInputPattern: str | None = None
+    """``generic`` only: a regular expression matched on the screen when the program asks."""
+    enabled: bool = True
+
+
+class SpawneaConfig(BaseModel):
+    """The Spawnea surface's catalogue; the host catalogue holds only ``local``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    projects: list[SpawneaProject] = Field(default_factory=list)
+    harnesses: list[SpawneaHarness] = Field(default_factory=list)
+    startupWaitMs: int = Field(default=30_000, ge=1000, le=300_000)
+    """How long a prompt waits for a starting session to become ready."""
+
+
 class Config(BaseModel):
     """The validated host configuration. Field names are the JSON keys (camelCase)."""
 
@@ -154,6 +208,8 @@ class Config(BaseModel):
     """``baton daemon`` settings."""
     dashboard: DashboardConfig | None = None
     """The web dashboard of ``baton daemon``; absent means none is served."""
+    spawnea: SpawneaConfig = Field(default_factory=SpawneaConfig)
+    """The Spawnea surface's projects and harnesses (served by ``baton daemon``)."""
 
     @model_validator(mode="after")
     def _default_within_ceiling(self) -> Config:

@@ -65,7 +65,8 @@ Environment::
                               lists session-injected ones); default none
     FAKE_DROID_MODELS         JSON list replacing the model catalogue (used verbatim)
     FAKE_DROID_LOG            file; one JSON line appended per received request (with
-                              ``mcpServers`` / ``disabledToolIds`` copied when the params have them)
+                              ``mcpServers`` / ``disabledToolIds`` copied when the params have
+                              them), and one ``notified.create_message.<role>`` line per message
     FAKE_DROID_CHILD_PIDFILE  where FAKE:spawn-sleep writes the child's pid
     FAKE_DROID_MAX_LIFETIME   seconds before a stuck fake exits by itself (default 900, 0 = never)
     FAKE_DROID_VERSION        what ``--version`` prints (default 0.225.2)
@@ -545,6 +546,9 @@ class FakeDroid:
 
     def notify(self, notification: JsonObj) -> None:
         self.out.write(self.notification_frame(notification))
+        if notification.get("type") == "create_message":  # when a message left the agent (bench)
+            role = (notification.get("message") or {}).get("role")
+            log_request(f"notified.create_message.{role}", {})
 
     def turn_emit(self, turn: Turn, notification: JsonObj) -> None:
         with turn.lock:

@@ -200,7 +200,7 @@ def test_token_new_leaves_an_existing_parent_alone(tmp_path: Path) -> None:
 # D13: an owner record from another HOME
 
 
-@pytest.mark.parametrize("key", ["home", "host", "profile"])
+@pytest.mark.parametrize("key", ["home", "host"])
 def test_owner_record_of_another_identity_says_how_to_recover(tmp_path: Path, key: str) -> None:
     identity: dict[str, object] = {
         "pid": 1,

@@ -13,7 +13,7 @@ import pytest
 
 from baton.errors import StateError
 from baton.store import SCHEMA_VERSION, OwnerLock, Store
-from baton.store.schema import V1
+from baton.store.schema import MIGRATIONS, V1
 from baton.store.statedir import prepare_state_directory
 
 
@@ -133,7 +133,7 @@ def test_second_owner_is_refused_and_dead_owner_recovered(tmp_path: Path) -> Non
     second.release()
 
 
-@pytest.mark.parametrize("field", ["host", "home", "profile"])
+@pytest.mark.parametrize("field", ["host", "home"])
 def test_record_of_another_identity_is_refused(tmp_path: Path, field: str) -> None:
     identity = {
         "pid": 1,
@@ -145,3 +145,79 @@ def test_record_of_another_identity_is_refused(tmp_path: Path, field: str) -> No
     (tmp_path / "owner.json").write_text(json.dumps(identity))
     with pytest.raises(StateError, match=f"belongs to {field}"):
         OwnerLock(tmp_path, "controller").acquire()
+
+
+def test_record_of_another_profile_is_taken_over(tmp_path: Path) -> None:
+    """One state directory serves every surface and passes between `baton serve` and the daemon
+    (WAVE2.md §6.8): a dead owner's record naming another profile is not a refusal."""
+    record = {"pid": 999999, "host": socket.gethostname(), "home": os.path.expanduser("~")}
+    (tmp_path / "owner.json").write_text(json.dumps({**record, "profile": "controller"}))
+    lock = OwnerLock(tmp_path, "daemon")
+    lock.acquire()
+    assert lock.recovered_from is not None and lock.recovered_from["profile"] == "controller"
+    lock.release()
+
+
+def make_v4_database_with_history(directory: Path) -> Path:
+    """A version-4 database as Baton 0.1 left it: two sessions, three runs (one unknown, one
+    live with an unreaped worker group), their intents."""
+    path = directory / "state.db"
+    db = sqlite3.connect(path)
+    for script in MIGRATIONS[:4]:
+        db.executescript(script)
+    db.executemany(
+        "INSERT INTO sessions (session_key, droid_session_id, workspace, head_run_id, created_at, "
+        "puck_conversation_id) VALUES (?, ?, '/srv/app', ?, '2026-01-01', NULL)",
+        [("ses-a", "uuid-a", "run-2"), ("ses-b", None, "run-3")],
+    )
+    db.executemany(
+        "INSERT INTO runs (run_id, request_key, session_key, parent_run_id, workspace, autonomy, "
+        "state, created_at, result_text, result_available, worker_pid, worker_started, "
+        "group_reaped) VALUES (?, ?, ?, ?, '/srv/app', 'high', ?, '2026-01-01', ?, ?, ?, ?, ?)",
+        [
+            ("run-1", "k1", "ses-a", None, "succeeded", "first answer", 1, 4242, 100.0, 1),
+            ("run-2", "k2", "ses-a", "run-1", "unknown", None, 0, 4243, 200.0, 1),
+            ("run-3", "k3", "ses-b", None, "running", None, 0, 4244, 300.0, 0),
+        ],
+    )
+    db.executemany(
+        "INSERT INTO intents (request_key, fingerprint, run_id, autonomy, reasoning_effort, "
+        "created_at, puck_conversation_id) VALUES (?, ?, ?, 'high', NULL, '2026-01-01', NULL)",
+        [("k1", "f1", "run-1"), ("k2", "f2", "run-2"), ("k3", "f3", "run-3")],
+    )
+    db.execute("PRAGMA user_version=4")
+    db.commit()
+    db.close()
+    os.chmod(path, 0o600)
+    return path
+
+
+def test_migration_from_v4_keeps_history_scopes_intents_and_moves_worker_groups(
+    tmp_path: Path,
+) -> None:
+    path = make_v4_database_with_history(tmp_path)
+    before = digest(path)
+    store = Store(tmp_path)
+    store.open()
+    try:
+        first = store.run("run-1")
+        blocked = store.session_has_unknown("ses-a")
+        live = [r["run_id"] for r in store.live_runs()]
+        intent = store.intent("k1")
+        other_surface = store.intent("k1", "droid-mcp")
+        workers = store.unreaped_workers()
+        session = store.session("ses-a")
+    finally:
+        store.close()
+    assert digest(tmp_path / "state.db.v4.bak") == before  # byte-identical backup first
+    assert first is not None and first["result_text"] == "first answer"
+    assert first["agent_session_id"] == "uuid-a" and first["surface"] == "controller"
+    assert blocked is True and live == ["run-3"]
+    assert intent is not None and intent["fingerprint"] == "f1" and intent["state"] == "done"
+    assert intent["session_key"] == "ses-a" and other_surface is None
+    # The unreaped group moved to the workers table, without a marker (never killed unless
+    # its leader is alive with exactly the recorded start time).
+    assert workers == [
+        {"pgid": 4244, "started": 300.0, "marker": None, "session_key": "ses-b", "run_id": "run-3"}
+    ]
+    assert session is not None and session["status"] == "open" and session["harness"] == "droid"

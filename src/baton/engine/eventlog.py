@@ -112,9 +112,8 @@ class EventLog:
 
     async def wait(self, after_seq: int, timeout_s: float) -> bool:
         """Wait until an event newer than ``after_seq`` is appended (or the log closes), at most
-        ``timeout_s`` seconds. Returns True if there is something new to read."""
-        if self._last_seq > after_seq or self.closed:
-            return True
+        ``timeout_s`` seconds. Returns True if there is something new to read (a closed log with
+        nothing new returns at once, False)."""
         wakeup = self._wakeup
         try:
             async with asyncio.timeout(timeout_s):
@@ -122,5 +121,5 @@ class EventLog:
                     await wakeup.wait()
                     wakeup = self._wakeup
         except TimeoutError:
-            return self._last_seq > after_seq
-        return True
+            pass
+        return self._last_seq > after_seq

@@ -142,6 +142,13 @@ class SessionQueries(StoreCore):
                 "UPDATE sessions SET updated_at = ? WHERE session_key = ?", (at, session_key)
             )
 
+    def set_session_workspace(self, session_key: str, workspace: str) -> None:
+        """A session's canonical working directory (e.g. its new managed worktree)."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE sessions SET workspace = ? WHERE session_key = ?", (workspace, session_key)
+            )
+
     def set_session_name(self, session_key: str, name: str) -> None:
         with self.transaction() as db:
             db.execute("UPDATE sessions SET name = ? WHERE session_key = ?", (name, session_key))

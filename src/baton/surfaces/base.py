@@ -34,8 +34,10 @@ from typing import Any, ClassVar
 import mcp_types
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult
@@ -136,13 +138,20 @@ class SurfaceServer(MCPServer[Any], ABC):
             log.error("tool %s failed unexpectedly", name, exc_info=cause or exc)
             return self.render_error(BatonError("internal_error", INTERNAL_ERROR_MESSAGE))
 
+    def notification_options(self) -> NotificationOptions | None:
+        """Change notifications this surface sends (default: none); a surface whose tool list
+        changes during a connection says so here."""
+        return None
+
+    def initialization_options(self) -> InitializationOptions:
+        """What the server announces at initialization, for any transport that runs it."""
+        return self._lowlevel_server.create_initialization_options(self.notification_options())
+
     async def run_stdio_async(self) -> None:
         """Serve over stdin/stdout like :meth:`MCPServer.run_stdio_async`, with lenient lines."""
         async with stdio_server() as (read_stream, write_stream):
             await self._lowlevel_server.run(
-                lenient_lines(read_stream),
-                write_stream,
-                self._lowlevel_server.create_initialization_options(),
+                lenient_lines(read_stream), write_stream, self.initialization_options()
             )
 
     async def _input_schema(self, name: str) -> dict[str, Any] | None:

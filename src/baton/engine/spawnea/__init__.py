@@ -1,0 +1,1 @@
+"""The Spawnea surface's engine: tmux roots and children, turns, worktree finalization."""

@@ -1,0 +1,337 @@
+"""Spawnea session creation: roots (bootstrap, bound to the connection) and direct children,
+each in a tmux pane, optionally in a managed worktree (``spawnea-control-api.md``:
+``spawnea_create_session``, ``spawnea_create_child_session``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from baton.engine.clock import utc_now
+from baton.engine.intents import fingerprint
+from baton.engine.spawnea.base import (
+    _ALIAS,
+    PROMPT_MAX,
+    TASK_MAX,
+    TITLE_MAX,
+    ServiceBase,
+    _request_id,
+    _required,
+    _text,
+)
+from baton.engine.spawnea.catalog import API_VERSION
+from baton.engine.spawnea.hosted import HostedSession
+from baton.engine.spawnea.scope import Scope
+from baton.errors import BatonError
+from baton.harnesses.base import HarnessError, SessionSpec
+from baton.harnesses.tmux import check_attachment, session_name
+
+log = logging.getLogger(__name__)
+
+
+class Creation(ServiceBase):
+    """Roots and children, and their re-adoption after a restart."""
+
+    async def recover(self) -> dict[str, int]:
+        """Re-adopt every recorded pane whose process has the recorded start time; mark the
+        others ``exited`` (``WAVE2.md`` §9.6). Returns ``{adopted, exited}``."""
+        adopted = exited = 0
+        for row in self.rows.open_sessions():
+            attach = row["attach"]
+            status = await check_attachment(attach) if attach else None
+            if status is None or not status.alive:
+                self.rows.set_status(row["session_key"], "exited")
+                exited += 1
+                continue
+            hosted = self._hosted(row, {**self._options(row), "attach": attach})
+            try:
+                await hosted.open()
+            except HarnessError as exc:
+                log.warning("could not re-adopt %s: %s", row["session_key"], exc.message)
+                self.rows.set_status(row["session_key"], "exited")
+                exited += 1
+                continue
+            adopted += 1
+        return {"adopted": adopted, "exited": exited}
+
+    async def create_root(self, scope: Scope, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``spawnea_create_session``: one root, bound to this connection before returning.
+
+        Exact retries share the attempt (also from a replacement connection); a different
+        request under a used id, or any other creation on a bound connection, is ``conflict``.
+        """
+        request_id = _request_id(args, required=True)
+        self.catalog.host(args.get("serverId"))
+        project = self.catalog.project(args.get("projectId"))
+        harness = self.catalog.harness(args.get("agentId"))
+        task = _required(args, "task", TASK_MAX)
+        base = _text(args, "baseBranch", 200)
+        use_worktree = bool(args.get("useWorktree", False))
+        print_ = fingerprint(
+            {"op": "create_root", "project": project.id, "agent": harness.id, "task": task}
+            | {"baseBranch": base, "useWorktree": use_worktree, "server": "local"}
+        )
+        if scope.bound and scope.creation != request_id:
+            raise BatonError(
+                "conflict", "this connection is bound to a root; it cannot create another"
+            )
+        record = self._bootstrap.get(request_id)
+        if record is not None and record[0] != print_:
+            raise BatonError("conflict", "clientRequestId was used for a different request")
+        replayed = record is not None
+        if record is None:
+            future = asyncio.ensure_future(
+                self._create(project, harness, task, base, use_worktree, parent=None, name=task)
+            )
+            record = (print_, future)
+            self._bootstrap[request_id] = record
+        try:
+            view = await asyncio.shield(record[1])
+        except BaseException:
+            if self._bootstrap.get(request_id) is record and record[1].done():
+                del self._bootstrap[request_id]  # a failed creation may be retried
+            raise
+        if not scope.bound:
+            scope.root, scope.creation = view["id"], request_id  # bind before answering
+        return {
+            "apiVersion": API_VERSION,
+            "sessionCreated": not replayed,
+            "replayed": replayed,
+            "rootSessionId": view["id"],
+            "sessionId": view["id"],
+            "session": self.session_view(view["id"]),
+        }
+
+    async def _create(
+        self,
+        project: Any,
+        harness: Any,
+        task: str,
+        base: str | None,
+        use_worktree: bool,
+        *,
+        parent: str | None,
+        name: str,
+        alias: str | None = None,
+        workspace: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        from baton.engine.spawnea.finalize import make_worktree, remove_new_worktree
+        from baton.engine.workspaces import approve_workspace
+
+        session_key = f"ses-{uuid.uuid4()}"
+        cwd = approve_workspace(workspace or project.path, self.config.approvedDirectories)
+        settings: dict[str, Any] = {
+            "projectId": project.id,
+            "harnessId": harness.id,
+            "workspaceMode": "new-worktree"
+            if use_worktree
+            else ("same-project" if parent else "project"),
+            "model": model,
+        }
+        self.rows.create(
+            session_key,
+            cwd,
+            parent=parent,
+            name=name[:TITLE_MAX],
+            task=task,
+            alias=alias,
+            settings=settings,
+        )
+        worktree = None
+        try:
+            if use_worktree:
+                worktree = await asyncio.to_thread(
+                    make_worktree, self, session_key, project, base, name
+                )
+                cwd = worktree["path"]
+                settings["worktree"] = worktree
+                self.rows.update(session_key, workspace=cwd, settings=settings)
+            hosted = self._hosted(
+                self.rows.get(session_key) or {}, self._options(self.rows.get(session_key) or {})
+            )
+            await hosted.open()
+        except BaseException as exc:
+            self.hosted.pop(session_key, None)
+            if worktree is not None:
+                await asyncio.to_thread(remove_new_worktree, self, session_key)
+            self.rows.delete(session_key)  # rolled back: nothing is left of the attempt
+            if isinstance(exc, HarnessError):
+                self._error("create", f"the agent did not start: {exc.message}")
+                raise BatonError(
+                    "operation_failed", f"the agent did not start: {exc.message}"
+                ) from exc
+            raise
+        return self.session_view(session_key)
+
+    def _hosted(self, row: Mapping[str, Any], options: dict[str, Any]) -> HostedSession:
+        key = str(row["session_key"])
+        harness = self.catalog.harnesses.get(row["settings"].get("harnessId", ""))
+        spec = SessionSpec(
+            workspace=str(row["workspace"]),
+            autonomy="high",
+            model=row["settings"].get("model"),
+            cancel_grace_ms=self.config.cancelGraceMs,
+            setup_timeout_s=self.config.spawnea.startupWaitMs / 1000,
+            options=options,
+        )
+        hosted = HostedSession(
+            session_key=key,
+            adapter=harness.kind if harness else options.get("adapter", "generic"),
+            spec=spec,
+            turns=self.turns,
+            on_change=self._changed,
+        )
+        self.hosted[key] = hosted
+        return hosted
+
+    def _options(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        harness = self.catalog.harnesses.get(row["settings"].get("harnessId", ""))
+        if harness is None:
+            raise BatonError("not_found", "the session's agent is no longer configured")
+        env = dict(harness.env)
+        env["SPAWNEA_SESSION_ID"] = env["BATON_SESSION_ID"] = str(row["session_key"])
+        if self.runtime_file:
+            env["BATON_CONTROL_RUNTIME_FILE"] = env["SPAWNEA_CONTROL_RUNTIME_FILE"] = (
+                self.runtime_file
+            )
+        options: dict[str, Any] = {
+            "adapter": harness.kind,
+            "command": list(harness.command),
+            "env": env,
+            "socketPath": self.socket_path,
+            "sessionName": session_name(
+                row.get("name") or harness.id, str(row["session_key"])[4:12]
+            ),
+            "logDir": self.log_dir,
+        }
+        if harness.agentHome:
+            options["agentHome"] = harness.agentHome
+        if harness.kind == "generic":
+            for key in ("readyPattern", "idlePattern", "needsInputPattern"):
+                if getattr(harness, key):
+                    options[key] = getattr(harness, key)
+        return options
+
+    def _changed(self, hosted: HostedSession) -> None:
+        status = hosted.status
+        stored = {"starting": "starting", "exited": "exited", "closed": "closed"}.get(
+            status, "open"
+        )
+        self.rows.set_status(hosted.session_key, stored)
+        if hosted.agent is not None and stored == "open":
+            self.rows.update(hosted.session_key, attach=hosted.agent.attach)
+
+    def _error(self, operation: str, message: str) -> None:
+        self.recent_errors.append(
+            {"at": utc_now(), "operation": operation, "message": message[:500]}
+        )
+
+    # -- children ----------------------------------------------------------------------------------
+
+    async def create_child(self, scope: Scope, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``spawnea_create_child_session``: a direct child of the scoped root (two levels)."""
+        root = self._active_root(scope)
+        parent = args.get("parentSession")
+        if parent not in (None, root):
+            raise BatonError(
+                "forbidden",
+                "parentSession must be this connection's root (children cannot have children)",
+            )
+        request_id = _request_id(args, required=False)
+        root_row = self.rows.get(root) or {}
+        project = self.catalog.project(
+            args.get("projectId") or root_row["settings"].get("projectId")
+        )
+        if args.get("serverId") not in (None, "local"):
+            self.catalog.host(args.get("serverId"))
+        harness = self.catalog.harness(args.get("agentId") or root_row["settings"].get("harnessId"))
+        name = _required(args, "name", TITLE_MAX)
+        task = _text(args, "task", TASK_MAX) or name
+        mode = args.get("workspace", "same-project")
+        if mode not in ("same-project", "new-worktree"):
+            raise BatonError("invalid_argument", "workspace must be same-project or new-worktree")
+        model = _text(args, "model", 200)
+        initial = _text(args, "initialPrompt", PROMPT_MAX)
+        print_ = fingerprint(
+            {"op": "child", "root": root, "project": project.id, "agent": harness.id}
+            | {"name": name, "task": task, "workspace": mode, "model": model, "prompt": initial}
+        )
+        record = self._children.get((root, request_id)) if request_id else None
+        if record is not None and record[0] != print_:
+            raise BatonError("conflict", "clientRequestId was used for a different child request")
+        if record is not None:
+            return {**await asyncio.shield(record[1]), "replayed": True}
+        alias = self._alias(root, name)
+        future = asyncio.ensure_future(
+            self._make_child(
+                root, root_row, project, harness, name, task, mode, model, alias, initial
+            )
+        )
+        if request_id:
+            self._children[(root, request_id)] = (print_, future)
+        try:
+            return {**await asyncio.shield(future), "replayed": False}
+        except BaseException:
+            if request_id and future.done():
+                self._children.pop((root, request_id), None)
+            raise
+
+    async def _make_child(
+        self,
+        root: str,
+        root_row: Mapping[str, Any],
+        project: Any,
+        harness: Any,
+        name: str,
+        task: str,
+        mode: str,
+        model: str | None,
+        alias: str,
+        initial: str | None,
+    ) -> dict[str, Any]:
+        shared = None if mode == "new-worktree" else root_row["workspace"]
+        view = await self._create(
+            project, harness, task, None, mode == "new-worktree", parent=root, name=name,
+            alias=alias, workspace=shared, model=model,
+        )  # fmt: skip
+        result: dict[str, Any] = {
+            "apiVersion": API_VERSION,
+            "parentSessionId": root,
+            "childAlias": alias,
+            "sessionId": view["id"],
+            "childSessionId": view["id"],
+            "name": view["name"],
+            "displayName": view["name"],
+            "workspace": view["workspace"],
+            "workspaceMode": mode,
+            "status": view["status"],
+            "initialStatus": view["status"],
+            "session": view,
+        }
+        if initial is not None:
+            try:
+                sent = await self._deliver(view["id"], initial)
+                result.update(
+                    promptStatus=sent["status"],
+                    turnId=sent["turnId"],
+                    promptDelivered=sent["delivered"],
+                )
+            except BatonError as exc:
+                result.update(
+                    promptStatus="failed",
+                    turnId=None,
+                    promptError={"code": exc.code, "message": exc.message},
+                )
+        return result
+
+    def _alias(self, root: str, name: str) -> str:
+        base = _ALIAS.sub("-", name.lower()).strip("-")[:40] or "child"
+        taken = {c["alias"] for c in self.rows.children(root)}
+        alias, n = base, 2
+        while alias in taken:
+            alias, n = f"{base}-{n}", n + 1
+        return alias

@@ -1,0 +1,346 @@
+"""The Spawnea surface: the 13 ``spawnea_*`` tools of ``shared/spec/spawnea-control-api.md``, one
+MCP server per gateway connection (its :class:`~baton.engine.spawnea.scope.Scope` is the
+connection's).
+
+Bootstrap connections (no ``SPAWNEA_SESSION_ID``) list only ``spawnea_get_state`` and
+``spawnea_create_session``; once ``spawnea_create_session`` binds the connection to its root,
+every tool is listed and clients are told (``notifications/tools/list_changed``). Every result
+carries ``apiVersion: "v1"``; errors are ``{apiVersion, error: {code, message}}`` with the
+contract's codes ``not_found``, ``invalid_request``, ``conflict``, ``operation_failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, ClassVar, Literal
+
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.mcpserver.context import Context
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
+from pydantic import Field
+
+from baton import __version__
+from baton.engine.spawnea.catalog import API_VERSION
+from baton.engine.spawnea.scope import Scope
+from baton.engine.spawnea.service import SpawneaService
+from baton.errors import BatonError
+from baton.surfaces.base import SurfaceServer
+
+BOOTSTRAP_TOOLS = frozenset({"spawnea_get_state", "spawnea_create_session"})
+#: Codes of the contract's error envelope, from Baton's neutral codes.
+_CODES = {
+    "not_found": "not_found",
+    "unknown_session": "not_found",
+    "conflict": "conflict",
+    "session_busy": "conflict",
+    "idempotency_conflict": "conflict",
+    "operation_failed": "operation_failed",
+    "internal_error": "operation_failed",
+}
+#: The Agent Context log keeps at most this many entries per connection.
+CONTEXT_KEPT = 200
+
+_READ = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+_WRITE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+_DESTRUCTIVE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+Id = Annotated[str, Field(max_length=200)]
+RequestId = Annotated[str, Field(min_length=1, max_length=120)]
+
+
+class SpawneaServer(SurfaceServer):
+    """One connection's Spawnea server: its scope decides which tools are listed and allowed."""
+
+    max_call_s: ClassVar[float] = 40.0
+
+    def __init__(self, service: SpawneaService, scope: Scope) -> None:
+        super().__init__(
+            "baton-spawnea",
+            version=__version__,
+            instructions="Spawnea control API v1: spawnea_get_state, then spawnea_create_session "
+            "(bootstrap) or work in your root's scope: children, prompts, turns, worktrees.",
+        )
+        self.service = service
+        self.scope = scope
+
+    def notification_options(self) -> NotificationOptions:
+        """Bootstrap binding changes the tool list, and says so."""
+        return NotificationOptions(tools_changed=True)
+
+    def render_error(self, error: BatonError) -> CallToolResult:
+        code = _CODES.get(error.code, "invalid_request")
+        payload = {"apiVersion": API_VERSION, "error": {"code": code, "message": error.message}}
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+            structured_content=payload,
+            is_error=True,
+        )
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        if self.scope.bound:
+            return tools
+        return [t for t in tools if t.name in BOOTSTRAP_TOOLS]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Any = None
+    ) -> CallToolResult | InputRequiredResult:
+        if not self.scope.bound and name.startswith("spawnea_") and name not in BOOTSTRAP_TOOLS:
+            return self.render_error(
+                BatonError(
+                    "invalid_argument",
+                    "this connection is in bootstrap mode: create a root with "
+                    "spawnea_create_session first",
+                )
+            )
+        started = time.monotonic()
+        result = await super().call_tool(name, arguments, context)
+        self._remember(name, arguments, result, time.monotonic() - started)
+        return result
+
+    def _remember(self, name: str, arguments: dict[str, Any], result: Any, seconds: float) -> None:
+        """The Agent Context log: bounded, consecutive unchanged turn polls grouped, volatile."""
+        calls = self.scope.calls
+        ok = isinstance(result, CallToolResult) and not result.is_error
+        content = getattr(result, "structured_content", None) or {}
+        entry: dict[str, Any] = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "tool": name,
+            "ok": ok,
+            "ms": round(seconds * 1000),
+            "target": arguments.get("target")
+            or arguments.get("sessionId")
+            or arguments.get("turnId"),
+            "status": content.get("status"),
+            "version": content.get("version"),
+            "cursor": content.get("cursor"),
+            "error": (content.get("error") or {}).get("code") if not ok else None,
+            "count": 1,
+        }
+        last = calls[-1] if calls else None
+        if (
+            last is not None
+            and name == "spawnea_get_turn"
+            and last["tool"] == name
+            and last["target"] == entry["target"]
+            and last["version"] == entry["version"]
+            and last["status"] == entry["status"]
+        ):
+            last["count"] = int(last["count"]) + 1
+            last["at"] = entry["at"]
+            return
+        calls.append(entry)
+        del calls[:-CONTEXT_KEPT]
+
+
+def _ok(payload: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(payload, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+
+
+async def _run(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]) -> CallToolResult:
+    result = action()
+    if not isinstance(result, dict):
+        result = await result
+    return _ok(result)
+
+
+def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaServer:
+    """A new Spawnea server for one gateway connection with ``scope``."""
+    server = SpawneaServer(service, scope)
+    fin = service.finalizer
+
+    @server.tool(
+        name="spawnea_get_state",
+        description="Bootstrap: the enabled host, projects and agents to create a root with. "
+        "Bound: the UI state, the root and its direct children, and recent errors.",
+        annotations=_READ,
+    )
+    async def spawnea_get_state() -> CallToolResult:
+        return await _run(lambda: service.state(scope))
+
+    @server.tool(
+        name="spawnea_create_session",
+        description="Create one root session (a terminal agent in tmux, optionally in a managed "
+        "worktree) and bind this connection to it. The task is recorded, never typed. An exact "
+        "retry (also from a replacement connection) returns the same root.",
+        annotations=_WRITE,
+    )
+    async def spawnea_create_session(
+        clientRequestId: RequestId,
+        serverId: Id,
+        projectId: Id,
+        agentId: Id,
+        task: Annotated[str, Field(max_length=4000)],
+        baseBranch: Id | None = None,
+        useWorktree: bool = False,
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        args = _args(locals())
+        was_bound = scope.bound
+        result = await _run(lambda: service.create_root(scope, args))
+        if not was_bound and scope.bound and ctx is not None:
+            await ctx.session.send_tool_list_changed()
+        return result
+
+    @server.tool(
+        name="spawnea_list_sessions",
+        description="The root and its direct children, with parentSessionId and childAlias.",
+        annotations=_READ,
+    )
+    async def spawnea_list_sessions() -> CallToolResult:
+        return await _run(lambda: service.list_sessions(scope))
+
+    @server.tool(
+        name="spawnea_create_child_session",
+        description="Create a direct child of the root (children cannot have children): "
+        "same-project (the root's directory) or new-worktree. With initialPrompt, it is sent "
+        "once the child is ready; promptStatus reports that separately.",
+        annotations=_WRITE,
+    )
+    async def spawnea_create_child_session(
+        name: Annotated[str, Field(max_length=120)],
+        workspace: Literal["same-project", "new-worktree"] = "same-project",
+        clientRequestId: RequestId | None = None,
+        parentSession: Id | None = None,
+        serverId: Id | None = None,
+        projectId: Id | None = None,
+        agentId: Id | None = None,
+        model: Id | None = None,
+        task: Annotated[str, Field(max_length=4000)] | None = None,
+        initialPrompt: Annotated[str, Field(max_length=32_000)] | None = None,
+    ) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: service.create_child(scope, args))
+
+    @server.tool(
+        name="spawnea_send_prompt",
+        description="Type a prompt into a session's pane (bracketed paste, then Enter): a direct "
+        "child by id or alias, or the root from a bootstrap-bound connection. Refused while a "
+        "turn works; on needs_input it answers the same turn. delivered false means Enter could "
+        "not be confirmed: do not resend.",
+        annotations=_WRITE,
+    )
+    async def spawnea_send_prompt(
+        target: Id,
+        prompt: Annotated[str, Field(max_length=32_000)],
+        parentSession: Id | None = None,
+        clientRequestId: RequestId | None = None,
+    ) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: service.send_prompt(scope, args))
+
+    @server.tool(
+        name="spawnea_get_turn",
+        description="A turn's output after cursor (compact: the agent's answer; raw: the "
+        "terminal bytes), waiting up to waitMs for a version newer than afterVersion or for "
+        "needs_input / completed / failed. completed carries completionBasis.",
+        annotations=_READ,
+    )
+    async def spawnea_get_turn(
+        turnId: Id,
+        cursor: Annotated[str, Field(max_length=2000)] | None = None,
+        afterVersion: Annotated[int, Field(ge=0)] | None = None,
+        waitMs: Annotated[int, Field(ge=0, le=30_000)] = 0,
+        outputMode: Literal["compact", "raw"] = "compact",
+        maxBytes: Annotated[int, Field(ge=1, le=131_072)] = 32_768,
+    ) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: service.get_turn(scope, args))
+
+    @server.tool(
+        name="spawnea_rename_session",
+        description="Set a session's display title (1-120 characters, trimmed).",
+        annotations=_WRITE,
+    )
+    async def spawnea_rename_session(sessionId: Id, title: str) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: service.rename(scope, args))
+
+    @server.tool(
+        name="spawnea_activate",
+        description="Select a session and tab in the operator's dashboard (no host or git "
+        "command runs).",
+        annotations=_WRITE,
+    )
+    async def spawnea_activate(
+        sessionId: Id,
+        tab: Literal[
+            "terminal", "files", "diff", "artifacts", "details", "agent-context"
+        ] = "terminal",
+    ) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: service.activate(scope, args))
+
+    @server.tool(
+        name="spawnea_inspect_worktree",
+        description="Read-only identity and state checks of a session's managed worktree.",
+        annotations=_READ,
+    )
+    async def spawnea_inspect_worktree(sessionId: Id) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: fin.inspect(scope, args))
+
+    @server.tool(
+        name="spawnea_preflight_integration",
+        description="Would the child's branch merge into its parent branch cleanly? "
+        "hasConflicts is authoritative; nothing is changed.",
+        annotations=_READ,
+    )
+    async def spawnea_preflight_integration(sessionId: Id) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: fin.preflight(scope, args))
+
+    @server.tool(
+        name="spawnea_request_finalization",
+        description="Request integrate (always waits for the operator's approval) or close "
+        "(dirtyChanges stash or discard; stash with confirmation llm-validated runs at once; "
+        "discard always waits for the operator). A pending request is not success.",
+        annotations=_DESTRUCTIVE,
+    )
+    async def spawnea_request_finalization(
+        clientRequestId: RequestId,
+        sessionId: Id,
+        action: Literal["integrate", "close"],
+        dirtyChanges: Literal["stash", "discard"] | None = None,
+        confirmation: Literal["llm-validated"] | None = None,
+    ) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: fin.request(scope, args))
+
+    @server.tool(
+        name="spawnea_get_finalization_request",
+        description="A finalization request's status (pending, executing, completed, "
+        "rejected, failed) with its result or error.",
+        annotations=_READ,
+    )
+    async def spawnea_get_finalization_request(requestId: Id) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: fin.get(scope, args))
+
+    @server.tool(
+        name="spawnea_close_shared_child",
+        description="Stop a same-project child (force: true while it works); its files stay.",
+        annotations=_DESTRUCTIVE,
+    )
+    async def spawnea_close_shared_child(sessionId: Id, force: bool = False) -> CallToolResult:
+        args = _args(locals())
+        return await _run(lambda: service.close_shared_child(scope, args))
+
+    return server
+
+
+_NOT_ARGUMENTS = frozenset({"service", "scope", "fin", "server", "ctx", "was_bound", "args"})
+
+
+def _args(values: dict[str, Any]) -> dict[str, Any]:
+    """A tool body's ``locals()`` reduced to its arguments."""
+    return {k: v for k, v in values.items() if k not in _NOT_ARGUMENTS}

@@ -1,0 +1,311 @@
+"""The Spawnea surface in one process (official MCP client connected in memory to a per-connection
+server), on real tmux and real git, with the fake TUI under the generic adapter.
+
+The daemon, gateway and bridge tests (``tests/daemon``) drive the same service through
+``baton bridge spawnea``; these pin the surface's rules directly: bootstrap exposure, binding,
+replay and conflict, scope, prompts and turns (``needs_input`` answered on the same turn),
+cursors, rename and activate, worktrees and finalization requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from baton.config import Config
+from baton.engine.engine import Engine
+from baton.engine.spawnea.scope import Scope
+from baton.engine.spawnea.service import SpawneaService
+from baton.errors import BatonError
+from baton.store import Store
+from baton.surfaces.spawnea.server import build_connection_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_TUI = REPO / "tests" / "fakes" / "fake_tui.py"
+Json = dict[str, Any]
+
+
+def git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@x", "-c", "user.name=t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[SpawneaService]:
+    runtime = Path(f"/tmp/bt-sp-{os.getpid()}-{tmp_path.name[-8:]}")
+    runtime.mkdir(mode=0o700)
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    root = tmp_path / "approved"
+    project = root / "project"
+    project.mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=project)
+    (project / "README").write_text("hello\n")
+    git("add", ".", cwd=project)
+    git("commit", "-qm", "init", cwd=project)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    store = Store(state)
+    store.open()
+    config = Config.model_validate(
+        {
+            "approvedDirectories": [str(root)],
+            "stateDirectory": str(state),
+            "droidPath": "/bin/false",
+            "spawnea": {
+                "projects": [
+                    {"id": "proj", "name": "Project", "path": str(project)},
+                    {"id": "off", "name": "Disabled", "path": str(project), "enabled": False},
+                ],
+                "harnesses": [
+                    {
+                        "id": "fake",
+                        "name": "Fake TUI",
+                        "kind": "generic",
+                        "command": [sys.executable, str(FAKE_TUI)],
+                        "env": {"FAKE_TUI_LOG": str(tmp_path / "tui.log")},
+                        "readyPattern": "^fake>",
+                        "needsInputPattern": r"\[y/n\]",
+                    }
+                ],
+            },
+        }
+    )
+    engine = Engine(config, store)
+    spawnea = SpawneaService(engine, runtime_file=str(runtime / "control-runtime.json"))
+    yield spawnea
+    subprocess.run(["tmux", "-S", spawnea.socket_path, "kill-server"], capture_output=True)
+    store.close()
+    if saved is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = saved
+    subprocess.run(["rm", "-rf", str(runtime)], check=False)
+
+
+@asynccontextmanager
+async def connect(service: SpawneaService, scope: Scope) -> AsyncIterator[Client]:
+    async with Client(build_connection_server(service, scope)) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, args: Json | None = None) -> Json:
+    result = await client.call_tool(tool, args or {})
+    assert not result.is_error, f"{tool}: {result.content}"
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def error(client: Client, tool: str, args: Json) -> Json:
+    result = await client.call_tool(tool, args)
+    assert result.is_error, f"{tool} unexpectedly succeeded: {result.structured_content}"
+    assert result.structured_content is not None
+    assert result.structured_content["apiVersion"] == "v1"
+    return dict(result.structured_content["error"])
+
+
+CREATE = {
+    "clientRequestId": "root-1",
+    "serverId": "local",
+    "projectId": "proj",
+    "agentId": "fake",
+    "task": "Coordinate the documentation update",
+}
+
+
+def typed_into_panes(service: SpawneaService) -> str:
+    log = Path(service.config.spawnea.harnesses[0].env["FAKE_TUI_LOG"])
+    return log.read_text() if log.exists() else ""
+
+
+def is_dir(path: str) -> bool:
+    return Path(path).is_dir()
+
+
+def commit_a_file(tree: Path) -> None:
+    (tree / "new.txt").write_text("child work\n")
+    git("add", "new.txt", cwd=tree)
+    git("commit", "-qm", "child work", cwd=tree)
+
+
+def script(*steps: Json) -> str:
+    return "FAKE-SCRIPT: " + json.dumps({"steps": list(steps)})
+
+
+async def test_bootstrap_binding_replay_scope_prompts_and_turns(service: SpawneaService) -> None:
+    bootstrap = Scope("bootstrap")
+    async with connect(service, bootstrap) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"spawnea_get_state", "spawnea_create_session"}
+        state = await call(client, "spawnea_get_state")
+        assert state["mode"] == "bootstrap"
+        assert [p["id"] for p in state["projects"]] == ["proj"]  # disabled entries not offered
+        assert "sessions" not in state and "path" not in json.dumps(state["projects"])
+        refused = await error(client, "spawnea_create_session", {**CREATE, "projectId": "off"})
+        assert refused["code"] == "not_found", refused
+        created = await call(client, "spawnea_create_session", CREATE)
+        root = created["rootSessionId"]
+        assert created["replayed"] is False and bootstrap.root == root
+        assert len((await client.list_tools()).tools) == 13
+        again = await call(client, "spawnea_create_session", CREATE)
+        assert again["replayed"] is True and again["rootSessionId"] == root
+        other = await error(client, "spawnea_create_session", {**CREATE, "clientRequestId": "r2"})
+        assert other["code"] == "conflict"
+        # The task is recorded, never typed into the pane.
+        assert "Coordinate" not in typed_into_panes(service)
+        # A replacement bootstrap connection replaying the request binds to the same root.
+        replacement = Scope("bootstrap")
+        async with connect(service, replacement) as second:
+            replayed = await call(second, "spawnea_create_session", CREATE)
+            assert replayed["replayed"] is True and replacement.root == root
+            changed = await error(second, "spawnea_create_session", {**CREATE, "task": "other"})
+            assert changed["code"] == "conflict"
+        # The bootstrap-bound connection may prompt its root.
+        sent = await call(
+            client,
+            "spawnea_send_prompt",
+            {"target": root, "prompt": script({"ask": "Proceed?"}, {"text": "answered"}),
+             "clientRequestId": "p-1"},
+        )  # fmt: skip
+        assert sent["delivered"] is True and sent["deliveryMethod"] == "tmux"
+        turn = sent["turnId"]
+        asked = await call(
+            client,
+            "spawnea_get_turn",
+            {"turnId": turn, "afterVersion": sent["version"], "waitMs": 20000},
+        )
+        assert asked["status"] == "needs_input"
+        # An exact retry does not type twice; the answer continues the same turn.
+        retry = await call(
+            client,
+            "spawnea_send_prompt",
+            {"target": root, "prompt": script({"ask": "Proceed?"}, {"text": "answered"}),
+             "clientRequestId": "p-1"},
+        )  # fmt: skip
+        assert retry["replayed"] is True and retry["turnId"] == turn
+        answer = await call(client, "spawnea_send_prompt", {"target": root, "prompt": "y"})
+        assert answer["turnId"] == turn
+        done = await call(
+            client,
+            "spawnea_get_turn",
+            {"turnId": turn, "afterVersion": answer["version"], "waitMs": 20000},
+        )
+        for _ in range(5):
+            if done["status"] == "completed":
+                break
+            done = await call(
+                client,
+                "spawnea_get_turn",
+                {"turnId": turn, "afterVersion": done["version"], "waitMs": 20000},
+            )
+        assert done["status"] == "completed"
+        assert done["completionBasis"] == "screen_idle"
+        raw = await call(client, "spawnea_get_turn", {"turnId": turn, "outputMode": "raw"})
+        assert "answered" in raw["output"]
+        # Rename and activate change only what they name.
+        renamed = await call(
+            client, "spawnea_rename_session", {"sessionId": root, "title": "  Focused review  "}
+        )
+        assert renamed["session"]["name"] == "Focused review"
+        assert renamed["session"]["task"] == CREATE["task"]
+        assert renamed["deliveredToRenderer"] is False
+        active = await call(client, "spawnea_activate", {"sessionId": root, "tab": "diff"})
+        assert active["ui"] == {"activeSessionId": root, "activeTab": "diff"}
+
+    # The root's own identity: children only.
+    injected = await service.authorize(root)
+    async with connect(service, injected) as own:
+        self_prompt = await error(own, "spawnea_send_prompt", {"target": root, "prompt": "x"})
+        assert self_prompt["code"] == "invalid_request"
+        child = await call(
+            own,
+            "spawnea_create_child_session",
+            {"name": "Investigate tests", "clientRequestId": "c-1"},
+        )
+        assert child["parentSessionId"] == root and child["childAlias"] == "investigate-tests"
+        replay = await call(
+            own,
+            "spawnea_create_child_session",
+            {"name": "Investigate tests", "clientRequestId": "c-1"},
+        )
+        assert replay["replayed"] is True and replay["sessionId"] == child["sessionId"]
+        listed = await call(own, "spawnea_list_sessions")
+        assert [s["id"] for s in listed["sessions"]] == [root, child["sessionId"]]
+        to_child = await call(
+            own,
+            "spawnea_send_prompt",
+            {"target": "investigate-tests", "prompt": script({"text": "hi"})},
+        )
+        assert to_child["delivered"] is True
+        with pytest.raises(BatonError) as refused_child:
+            await service.authorize(child["sessionId"])  # a child is not an identity
+        assert refused_child.value.code == "forbidden"
+        closed = await call(
+            own, "spawnea_close_shared_child", {"sessionId": child["sessionId"], "force": True}
+        )
+        assert closed["removed"] is True and closed["workspacePreserved"] is True
+
+
+async def test_worktree_root_child_preflight_and_finalization_requests(
+    service: SpawneaService,
+) -> None:
+    scope = Scope("bootstrap")
+    async with connect(service, scope) as client:
+        created = await call(client, "spawnea_create_session", {**CREATE, "useWorktree": True})
+        root = created["rootSessionId"]
+        worktree = created["session"]["worktree"]
+        assert worktree["managed"] is True and worktree["baseBranch"] == "main"
+        assert is_dir(worktree["path"])
+        child = await call(
+            client,
+            "spawnea_create_child_session",
+            {"name": "Change", "workspace": "new-worktree", "clientRequestId": "c"},
+        )
+        child_id = child["sessionId"]
+        child_tree = Path(child["workspace"])
+        commit_a_file(child_tree)
+        inspected = await call(client, "spawnea_inspect_worktree", {"sessionId": child_id})
+        assert inspected["inspection"]["state"] == "ok"
+        flight = await call(client, "spawnea_preflight_integration", {"sessionId": child_id})
+        assert flight["hasConflicts"] is False
+        # discard always waits for the operator, even when the caller says it validated it.
+        discard = await call(
+            client,
+            "spawnea_request_finalization",
+            {"clientRequestId": "f-1", "sessionId": child_id, "action": "close",
+             "dirtyChanges": "discard", "confirmation": "llm-validated"},
+        )  # fmt: skip
+        assert discard["status"] == "pending"
+        assert is_dir(str(child_tree))
+        service.finalizer.requests.reject(discard["id"])
+        rejected = await call(
+            client, "spawnea_get_finalization_request", {"requestId": discard["id"]}
+        )
+        assert rejected["status"] == "rejected" and is_dir(str(child_tree))
+        # integrate waits for approval too; nothing moves before it.
+        before = git("rev-parse", "main", cwd=Path(service.config.spawnea.projects[0].path))
+        integ = await call(
+            client,
+            "spawnea_request_finalization",
+            {"clientRequestId": "f-2", "sessionId": child_id, "action": "integrate"},
+        )
+        assert integ["status"] == "pending"
+        assert git("rev-parse", "main", cwd=Path(service.config.spawnea.projects[0].path)) == before
+        assert root != child_id
