@@ -19,7 +19,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from baton.git import (
@@ -112,16 +112,21 @@ class LoopBoundGitStore:
 class Approvals:
     """List, approve (and execute) and reject finalization requests.
 
-    Build it on the daemon's event loop. ``hooks_for`` gives the execution hooks of a request;
-    the surface that creates requests sets it (Spawnea: stop the child's tmux session and verify
-    it is gone before any git mutation). The default has no stop hook: the git library's own
-    in-use check still refuses a worktree a process is working in.
+    Build it on the daemon's event loop. The surface that creates requests sets ``executor``
+    (or at least ``hooks_for``, the execution hooks of a request: stop the child's tmux session
+    and verify it is gone before any git mutation). The default has no stop hook: the git
+    library's own in-use check still refuses a worktree a process is working in.
     """
 
     def __init__(self, store: Store, *, git_executable: str | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.store = LoopBoundGitStore(SqliteGitStore(store.db), loop)
         self.hooks_for: Callable[[FinalizationRequest], Hooks] = lambda _request: Hooks()
+        self.executor: Callable[[str], Awaitable[FinalizationRequest]] | None = None
+        """Runs an approved request in place of the default (a thread with ``hooks_for``): the
+        surface that made the request sets it (Spawnea stops the session's agent, then records
+        the session closed). A request left ``executing`` by a crash is always resumed by the
+        default path."""
         self.options = FinalizationOptions()
         self._git_executable = git_executable
         self._finalizations: Finalizations | None = None
@@ -179,6 +184,9 @@ class Approvals:
             The request is not approved (nor ``executing`` with ``resume``).
         """
         running = self._running.get(request_id)
+        if running is None and self.executor is not None and not resume:
+            running = asyncio.ensure_future(self.executor(request_id))
+            self._track(request_id, running)
         if running is None:
             finalizations = self.finalizations
             request = finalizations.get(request_id)
@@ -190,11 +198,14 @@ class Approvals:
                 )
 
             running = asyncio.ensure_future(asyncio.to_thread(work))
-            self._running[request_id] = running
-            running.add_done_callback(lambda _f: self._running.pop(request_id, None))
+            self._track(request_id, running)
         final = await asyncio.shield(running)
         log.info("finalization %s ended %s", request_id, final.status)
         return final
+
+    def _track(self, request_id: str, running: asyncio.Future[FinalizationRequest]) -> None:
+        self._running[request_id] = running
+        running.add_done_callback(lambda _f: self._running.pop(request_id, None))
 
     async def resume_interrupted(self) -> None:
         """Finish what a previous daemon left: requests ``executing`` when it died are resumed

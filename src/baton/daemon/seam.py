@@ -23,9 +23,9 @@ where a plugin keeps its own service (e.g. ``extras["spawnea"]``). ``start`` and
 run once, at daemon start (e.g. re-adopting tmux sessions) and at shutdown (after the gateway's
 connections are closed, before ``engine.shutdown()``).
 
-Plugins are listed in :data:`PLUGINS` by import path, imported when the daemon starts. A surface
-whose module is not part of this build (``baton.surfaces.spawnea.gateway`` until the Spawnea
-surface lands) is reported once in the log and its connections are refused ``unavailable``.
+Plugins are listed in :data:`PLUGINS`, directly or by import path (imported when the daemon
+starts; Spawnea's is :mod:`baton.daemon.spawnea_plugin`). A surface whose module is not part of
+the build is reported once in the log and its connections are refused ``unavailable``.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def shared_surface(name: str) -> SurfacePlugin:
 PLUGINS: Final[dict[str, SurfacePlugin | str]] = {
     "controller": shared_surface("controller"),
     "droid-mcp": shared_surface("droid-mcp"),
-    "spawnea": "baton.surfaces.spawnea.gateway:gateway_surface",
+    "spawnea": "baton.daemon.spawnea_plugin:gateway_surface",
 }
 
 

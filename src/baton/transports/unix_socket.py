@@ -10,10 +10,11 @@ carries it, with :func:`baton.transports.stdio.lenient_lines` in front of dispat
 - a peer that disappears ends the connection quietly, without failing the server.
 
 The server is run with the SDK's low-level ``Server.run`` through ``MCPServer._lowlevel_server``,
-exactly as ``MCPServer.run_stdio_async`` does; that attribute is private, so ``mcp==2.3.0`` is
-pinned and ``tests/daemon`` covers the use. One ``MCPServer`` may serve several connections at
-once: ``Server.run`` keeps its per-connection state in the call (the SDK's streamable-HTTP
-manager does the same with one server).
+exactly as ``SurfaceServer.run_stdio_async`` does, announcing the surface's
+``initialization_options()`` (Spawnea's say its tool list changes); that attribute is private,
+so ``mcp==2.3.0`` is pinned and ``tests/daemon`` covers the use. One ``MCPServer`` may serve
+several connections at once: ``Server.run`` keeps its per-connection state in the call (the
+SDK's streamable-HTTP manager does the same with one server).
 """
 
 from __future__ import annotations
@@ -132,5 +133,6 @@ async def serve_mcp_connection(
     # stdio_server's parameters are typed as anyio file objects; it only iterates the source
     # and calls write/flush on the sink.
     async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, writer)) as (reader, out):
-        lowlevel = server._lowlevel_server
-        await lowlevel.run(lenient_lines(reader), out, lowlevel.create_initialization_options())
+        await server._lowlevel_server.run(
+            lenient_lines(reader), out, server.initialization_options()
+        )
