@@ -17,7 +17,7 @@ import pytest
 from baton.store import Store
 from tests.daemon.helpers import DaemonProcess, Site, bridge, bridge_params, mode
 from tests.e2e.baton_client import call, call_error, wait_state, wait_terminal
-from tests.e2e.processes import pid_alive
+from tests.e2e.processes import pid_alive, tagged_processes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -164,3 +164,33 @@ async def test_a_live_daemon_of_another_state_directory_is_never_replaced(
         assert f"serves state directory {one.state}" in mismatch.stderr
     finally:
         assert first.terminate() == 0
+
+
+async def test_bridges_starting_together_start_one_daemon(
+    make_site: MakeSite, tmp_path: Path
+) -> None:
+    site = make_site()
+    pids: list[int] = []
+
+    async def one_client(index: int) -> None:
+        errlog = tmp_path / f"bridge-{index}.err"
+        async with bridge(site, "controller", "--config", str(site.config), errlog=errlog) as c:
+            await call(c, "droid_list", {})
+            found = site.descriptor()
+            assert found is not None
+            pids.append(found.pid)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(3):
+            tg.start_soon(one_client, index)
+    assert len(pids) == 3 and len(set(pids)) == 1
+    # Only one daemon was ever started: the others waited on the start lock and found it.
+    daemons = [p.pid for p in tagged_processes(site.tag) if "daemon" in p.cmdline()]
+    assert daemons == [pids[0]]
+    log = (site.state / "daemon.log").read_text()
+    assert log.count("daemon ready") == 1 and "owned by a running Baton" not in log
+    os.kill(pids[0], signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while pid_alive(pids[0]) and time.monotonic() < deadline:
+        await anyio.sleep(0.05)
+    assert not pid_alive(pids[0])
