@@ -78,6 +78,8 @@ def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     reject.add_argument("id")
     reject.add_argument("reason", nargs="?")
     reject.add_argument("--json", action="store_true", help="print JSON")
+    for action in (listing, approve, reject):  # --config before or after the action
+        action.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
     for command in (daemon, bridge, approvals):
         command.set_defaults(daemon_command=True)
 

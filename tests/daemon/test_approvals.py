@@ -179,7 +179,7 @@ def test_operator_lists_rejects_and_approves_finalizations(
         assert again.stderr.startswith("baton: conflict: ")
         unknown = site.baton("approvals", *config, "reject", "no-such-request")
         assert unknown.returncode == 1 and unknown.stderr.startswith("baton: not_found: ")
-        waiting = site.baton("approvals", *config, "list")
+        waiting = site.baton("approvals", "list", *config)  # --config after the action too
         assert waiting.stdout.strip() == "no finalization requests are waiting"
         every = json.loads(site.baton("approvals", *config, "list", "--all", "--json").stdout)
         assert [(v["id"], v["status"]) for v in every] == [
