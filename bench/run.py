@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
+    bridge_overhead,
     concurrency,
     droid_find,
     floor,
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     droid_find.NAME: droid_find.run,
     git_lifecycle.NAME: git_lifecycle.run,
     tmux_harness.NAME: tmux_harness.run,
+    bridge_overhead.NAME: bridge_overhead.run,
 }
 
 

@@ -1,4 +1,5 @@
-"""Command line: ``baton serve`` and ``baton token new``.
+"""Command line: ``baton serve``, ``baton daemon``, ``baton bridge``, ``baton approvals`` and
+``baton token new``.
 
 Startup refusals (bad config, unsafe or owned state directory, corrupt database) print one line
 on stderr and exit non-zero, having changed nothing.
@@ -45,11 +46,81 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(SURFACES),
         help="the tool set to serve (default: controller)",
     )
+    _add_daemon_commands(sub)
     token = sub.add_parser("token", help="bearer tokens for HTTP mode")
     token_sub = token.add_subparsers(dest="token_command", required=True)
     new = token_sub.add_parser("new", help="write a fresh private token file (mode 0600)")
     new.add_argument("file", help="where to write the token")
     return parser
+
+
+def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``baton daemon``, ``baton bridge`` and ``baton approvals`` (``docs/daemon.md``)."""
+    config_help = "absolute path of the JSON config (default: embedded)"
+    daemon = sub.add_parser("daemon", help="the long-lived host of every surface (foreground)")
+    daemon.add_argument("--config", help=config_help)
+    bridge = sub.add_parser("bridge", help="stdio MCP relayed to the daemon's gateway")
+    bridge.add_argument("surface", choices=["controller", "droid-mcp", "spawnea"])
+    bridge.add_argument("--config", help="the daemon's config (a running daemon must serve it)")
+    bridge.add_argument(
+        "--no-start", action="store_true", help="fail instead of starting a daemon when none runs"
+    )
+    approvals = sub.add_parser("approvals", help="approve or reject finalization requests")
+    approvals.add_argument("--config", help=config_help)
+    actions = approvals.add_subparsers(dest="approvals_command", required=True)
+    listing = actions.add_parser("list", help="requests waiting for the operator")
+    listing.add_argument("--all", action="store_true", help="every request, whatever its status")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    approve = actions.add_parser("approve", help="approve a request and run it now")
+    approve.add_argument("id")
+    approve.add_argument("--json", action="store_true", help="print JSON")
+    reject = actions.add_parser("reject", help="reject a request; nothing changes in git")
+    reject.add_argument("id")
+    reject.add_argument("reason", nargs="?")
+    reject.add_argument("--json", action="store_true", help="print JSON")
+    for action in (listing, approve, reject):  # --config before or after the action
+        action.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
+    for command in (daemon, bridge, approvals):
+        command.set_defaults(daemon_command=True)
+
+
+def _daemon_command(args: argparse.Namespace) -> int:
+    """Run ``baton daemon``, ``baton bridge`` or ``baton approvals``; the exit status."""
+    if args.command == "bridge":
+        from baton.transports.bridge import bridge_main
+
+        return bridge_main(args.surface, args.config, start=not args.no_start)
+    os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.command == "approvals":
+        from baton.daemon.admin_client import approvals_main
+
+        return approvals_main(
+            Path(config.stateDirectory),
+            args.approvals_command,
+            getattr(args, "id", None),
+            getattr(args, "reason", None),
+            show_all=getattr(args, "all", False),
+            as_json=args.json,
+        )
+    from baton.daemon.host import run_daemon
+
+    if config.transport == "http":
+        from baton.transports.http import load_token
+
+        assert config.tokenFile is not None  # Config requires it for http
+        try:
+            load_token(config.tokenFile)  # refuse a short or public token before owning state
+        except ConfigError as exc:
+            print(f"baton: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+    if (warning := config.exposure_warning()) is not None:
+        print(f"baton: warning: {warning}", file=sys.stderr)
+    return run_daemon(config, exit_state=EXIT_STATE, exit_config=EXIT_CONFIG)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.command == "token":
         sys.exit(_token_new(Path(args.file)))
+    if getattr(args, "daemon_command", False):
+        sys.exit(_daemon_command(args))
     env_token = os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
     try:
         fallbacks = droid_mcp_fallbacks(os.environ) if args.surface == "droid-mcp" else {}

@@ -81,6 +81,26 @@ class DroidMcpConfig(BaseModel):
     """Factory's REST API, used only when ``FACTORY_API_KEY`` is set."""
 
 
+class DaemonConfig(BaseModel):
+    """Settings only ``baton daemon`` reads (``docs/daemon.md``). The daemon serves every
+    surface through its Unix-socket gateway; the optional HTTP listener (``transport: "http"``
+    with ``host``, ``port`` and ``tokenFile``, as for ``baton serve``) serves one of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    httpSurface: Literal["controller", "droid-mcp"] = "controller"
+    """The surface the daemon's HTTP listener serves at ``/mcp``."""
+
+
+class DashboardConfig(BaseModel):
+    """The daemon's web dashboard (``WAVE2.md`` §1.3): loopback only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(default=0, ge=0, le=65535)
+    """Port on 127.0.0.1 (0 picks a free one)."""
+
+
 class SpawneaProject(BaseModel):
     """A project Spawnea sessions may work in (``WAVE2.md`` §1.3)."""
 
@@ -184,6 +204,10 @@ class Config(BaseModel):
     """Optional reply channel (``controller.md``)."""
     droidMcp: DroidMcpConfig = Field(default_factory=DroidMcpConfig)
     """The droid-mcp surface's tunables."""
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    """``baton daemon`` settings."""
+    dashboard: DashboardConfig | None = None
+    """The web dashboard of ``baton daemon``; absent means none is served."""
     spawnea: SpawneaConfig = Field(default_factory=SpawneaConfig)
     """The Spawnea surface's projects and harnesses (served by ``baton daemon``)."""
 

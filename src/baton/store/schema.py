@@ -6,6 +6,8 @@ backup of the database file (``state.db.v<N>.bak``) and inside one transaction.
 
 from __future__ import annotations
 
+from baton.git import GIT_DDL
+
 #: Version 1: runs, sessions and intents as first released.
 V1 = """
 CREATE TABLE runs (
@@ -170,6 +172,13 @@ ALTER TABLE intents_v5 RENAME TO intents;
 CREATE INDEX intents_expiry ON intents(expires_at) WHERE expires_at IS NOT NULL;
 """
 
+#: Version 6: managed git worktrees and their finalization requests (``WAVE2.md`` §6.3), the
+#: tables of :mod:`baton.git`, taken over unchanged from :data:`baton.git.GIT_DDL` so the library
+#: and the store agree on them (its ``IF NOT EXISTS`` keeps a database where the library already
+#: created them valid). The daemon runs :class:`baton.git.SqliteGitStore` on the store's own
+#: connection.
+V6 = GIT_DDL
+
 #: MIGRATIONS[i] takes the schema from version i to i + 1.
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)

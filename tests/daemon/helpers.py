@@ -1,0 +1,204 @@
+"""A daemon site for the tests: config, state, HOME, a short private runtime directory; the daemon
+as a process (stopped by its own pid) and bridges driven by the official MCP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from baton.daemon.runtime_file import Descriptor, read_descriptor
+from tests.e2e.baton_client import FAKE_DROID, REPO
+
+BATON = [sys.executable, "-c", "from baton.cli import main; main()"]
+Json = dict[str, Any]
+
+
+class Site:
+    """One daemon's files and environment under ``root``, its runtime directory ``runtime``
+    (short: Unix socket paths are limited to 107 bytes)."""
+
+    def __init__(self, root: Path, runtime: Path, **overrides: Any) -> None:
+        self.root = root
+        self.runtime = runtime
+        self.state = root / "state"
+        self.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.approved = root / "approved"
+        self.approved.mkdir(exist_ok=True)
+        self.home = root / "home"
+        self.home.mkdir(exist_ok=True)
+        self.tag = f"daemon-test-{uuid.uuid4().hex[:12]}"
+        config: Json = {
+            "approvedDirectories": [str(self.approved)],
+            "stateDirectory": str(self.state),
+            "droidPath": str(FAKE_DROID),
+            "cancelGraceMs": 1000,
+            **overrides,
+        }
+        self.config = root / "config.json"
+        self.config.write_text(json.dumps(config))
+        self.env: dict[str, str] = {
+            "HOME": str(self.home),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "FACTORY_AIRGAP_ENABLED": "1",
+            "BATON_LOG_LEVEL": "INFO",
+            "XDG_RUNTIME_DIR": str(runtime),
+            "BATON_TEST_TAG": self.tag,
+        }
+        for key in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
+            if key in os.environ:
+                self.env[key] = os.environ[key]
+
+    @property
+    def descriptor_path(self) -> Path:
+        return self.runtime / "baton" / "control-runtime.json"
+
+    def descriptor(self) -> Descriptor | None:
+        return read_descriptor(self.descriptor_path)
+
+    def baton(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``baton ARGS`` to its end (bridges and approvals), with this site's environment."""
+        return subprocess.run(
+            [*BATON, *args],
+            env={**self.env, **(env or {})},
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+class DaemonProcess:
+    """``baton daemon --config`` of a site, started by the test and stopped by its pid."""
+
+    def __init__(self, site: Site, log_name: str = "daemon-test.log") -> None:
+        self.site = site
+        self.log_path = site.root / log_name
+        self._log: IO[bytes] = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [*BATON, "daemon", "--config", str(site.config)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            env=site.env,
+            cwd=str(REPO),
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout_s: float = 60.0) -> Descriptor:
+        """The descriptor once the daemon wrote it. Raises ``AssertionError`` if it exited."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = self.site.descriptor()
+            if found is not None and found.pid == self.pid:
+                return found
+            assert self.proc.poll() is None, f"daemon exited: {self.log()}"
+            time.sleep(0.05)
+        raise AssertionError(f"daemon not ready in {timeout_s} s: {self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def terminate(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM, then wait; the exit status (SIGKILL if it does not stop in time)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(f"daemon ignored SIGTERM for {timeout_s} s") from None
+        finally:
+            self._log.close()
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self._log.close()
+
+
+def bridge_params(
+    site: Site, surface: str, *args: str, env: dict[str, str] | None = None
+) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=BATON[0],
+        args=[*BATON[1:], "bridge", surface, *args],
+        env={**site.env, **(env or {})},
+        cwd=str(REPO),
+    )
+
+
+@asynccontextmanager
+async def bridge(
+    site: Site, surface: str, *args: str, env: dict[str, str] | None = None, errlog: Path
+) -> AsyncIterator[Client]:
+    """An official MCP client connected through ``baton bridge SURFACE ARGS``."""
+    params = bridge_params(site, surface, *args, env=env)
+    with errlog.open("a") as err:
+        async with Client(stdio_client(params, errlog=err)) as client:
+            yield client
+
+
+async def refused_bridge(
+    site: Site, surface: str, *args: str, env: dict[str, str] | None = None, errlog: Path
+) -> list[str]:
+    """Connect through a bridge that must fail; its stderr lines (the client saw the close)."""
+    await anyio.to_thread.run_sync(lambda: errlog.unlink(missing_ok=True))
+    try:
+        async with bridge(site, surface, *args, env=env, errlog=errlog):
+            raise AssertionError("the bridge connected")
+    except* Exception as group:
+        codes = [getattr(e, "message", str(e)) for e in _leaves(group)]
+        assert any("Connection closed" in str(code) for code in codes), codes
+    text = await anyio.to_thread.run_sync(errlog.read_text)
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _leaves(group: BaseException) -> list[BaseException]:
+    if isinstance(group, BaseExceptionGroup):
+        return [leaf for inner in group.exceptions for leaf in _leaves(inner)]
+    return [group]
+
+
+def raw_gateway(path: str, first: bytes, timeout_s: float = 10.0) -> tuple[Json | None, bytes]:
+    """Send ``first`` on a fresh connection, half-close it, and read until the daemon closes
+    it; the parsed first answer line (None if it closed without one) and what came after it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    sock.connect(path)
+    data = b""
+    try:
+        sock.sendall(first)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        sock.close()
+    line, _, rest = data.partition(b"\n")
+    return (json.loads(line) if line else None), rest
+
+
+def mode(path: Path) -> int:
+    return path.lstat().st_mode & 0o777
