@@ -134,16 +134,21 @@ class Access:
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
+        presented = headers.get(CSRF_HEADER.encode())
+        if presented is not None and not csrf_ok(session, presented.decode("latin-1")):
+            await _answer(send, 403, b"Missing or wrong CSRF token", b"text/plain")
+            return
         if not headers.get(b"content-type", b"").startswith(_FORM):
-            await _answer(send, 415, b"Unsupported Media Type", b"text/plain")
+            if presented is None:  # no header, and no form that could carry the field
+                await _answer(send, 403, b"Missing or wrong CSRF token", b"text/plain")
+            else:
+                await _answer(send, 415, b"Unsupported Media Type", b"text/plain")
             return
         body = await _read_body(receive)
         if body is None:
             await _answer(send, 413, b"Request body too large", b"text/plain")
             return
-        presented = headers.get(CSRF_HEADER.encode())
-        token = presented.decode("latin-1") if presented is not None else _form_csrf(body)
-        if not csrf_ok(session, token):
+        if presented is None and not csrf_ok(session, _form_csrf(body)):
             await _answer(send, 403, b"Missing or wrong CSRF token", b"text/plain")
             return
         await self.app(scope, _replay(body, receive), send)

@@ -125,10 +125,10 @@ class Dashboard:
             Route("/stream", sse.stream, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ]
-        router = Starlette(routes=routes)
-        router.state.deps = self.deps
+        self.router = Starlette(routes=routes)
+        self.router.state.deps = self.deps
         self._app = HostOriginGuard(
-            Access(router, self.sessions),
+            Access(self.router, self.sessions),
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
         )
