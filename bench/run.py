@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import (
     concurrency,
+    dashboard,
     droid_find,
     followup,
     git_lifecycle,
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     droid_find.NAME: droid_find.run,
     git_lifecycle.NAME: git_lifecycle.run,
     tmux_harness.NAME: tmux_harness.run,
+    dashboard.NAME: dashboard.run,
 }
 
 
