@@ -8,6 +8,7 @@ event loop, exactly as :func:`baton.dashboard.serve.serve_dashboard` runs it in 
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -21,12 +22,10 @@ import pytest
 from baton.config import Config
 from baton.dashboard import DashboardServer, EngineProvider
 from baton.engine.clock import new_id, utc_now
+from baton.engine.droid_mcp.service import DroidMcp
 from baton.engine.engine import Engine
-from baton.engine.intents import Intent, TurnRequest
-from baton.engine.policy import DROID_MCP
-from baton.engine.recorder import RunRecorder
-from baton.store import AcceptedRun, NewSession, Store
-from baton.supervisor import wire
+from baton.engine.intents import TurnRequest
+from baton.store import NewSession, Store
 
 FAKE_DROID = Path(__file__).resolve().parents[1] / "fakes" / "fake_droid.py"
 
@@ -49,6 +48,7 @@ class Host:
     store: Store
     workspace: Path
     state: Path
+    home: Path
     server: DashboardServer
 
     @property
@@ -67,6 +67,12 @@ def private_environment(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """HOME, runtime directory and air-gap for the workers and the fake agent (inherited)."""
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test User\n\temail = test@example.invalid\n")
+    for key in [k for k in os.environ if k.startswith("GIT_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     runtime = root / "run"
     runtime.mkdir(mode=0o700, exist_ok=True)
     monkeypatch.setenv("HOME", str(home))
@@ -99,7 +105,7 @@ async def running_host(
     server = DashboardServer(provider(engine), state_directory=state)
     await server.start()
     try:
-        yield Host(engine, store, workspace, state, server)
+        yield Host(engine, store, workspace, state, root / "home", server)
     finally:
         await server.stop()
         with anyio.move_on_after(20):
@@ -116,55 +122,16 @@ async def start_controller_run(host: Host, prompt: str) -> str:
     return str(row["session_key"])
 
 
-def start_ask_turn(host: Host, prompt: str) -> tuple[str, str]:
-    """One turn whose prompts wait for the caller (droid-mcp's ``ask`` policy), launched the
-    way a droid-mcp turn is: a run committed, then a worker with ``prompts: "ask"``. Returns
-    (session key, run id)."""
-    engine = host.engine
-    run_id, session_key, turn_id = new_id("run"), new_id("ses"), str(uuid.uuid4())
-    workspace = str(host.workspace)
-    intent = Intent("start", workspace, prompt, None, "low", None, None)
-    engine.store.accept_run(
-        AcceptedRun(
-            run_id=run_id,
-            turn_id=turn_id,
-            request_key=f"key-{run_id}",
-            session_key=session_key,
-            parent_run_id=None,
-            workspace=workspace,
-            autonomy="low",
-            model=None,
-            reasoning_effort=None,
-            puck_conversation_id=None,
-            fingerprint=intent.fingerprint(),
-            created_at=utc_now(),
-            surface="droid-mcp",
-        ),
-        new_session=True,
+async def start_droid_mcp(host: Host, prompt: str) -> tuple[str, str]:
+    """A droid-mcp session (``droid_start`` through the surface's engine service): its prompts
+    wait for the caller. Returns (Baton session key, run id)."""
+    service = DroidMcp(host.engine, factory_home=host.home / ".factory")
+    started = await service.start(
+        {"idempotencyKey": f"key-{uuid.uuid4()}", "prompt": prompt, "cwd": str(host.workspace)}
     )
-    job = wire.TurnJob(
-        harness="droid",
-        session=wire.SpecMsg(
-            workspace=workspace,
-            autonomy="low",
-            cancelGraceMs=engine.config.cancelGraceMs,
-            setupTimeoutS=30.0,
-            options=engine.droid_options(),
-        ),
-        turn=wire.TurnMsg(turnId=turn_id, prompt=prompt, label=run_id),
-        prompts="ask",
-    )
-    recorder = RunRecorder(engine.store, run_id, turn_id)
-    engine.launch(
-        policy=DROID_MCP,
-        session_key=session_key,
-        workspace=workspace,
-        autonomy="low",
-        run_id=run_id,
-        job=job,
-        setup=lambda live: live.add_turn(recorder),
-    )
-    return session_key, run_id
+    row = host.store.run(started["runId"])
+    assert row is not None
+    return str(row["session_key"]), str(started["runId"])
 
 
 def seed_session(host: Host, name: str, *, workspace: str | None = None) -> str:

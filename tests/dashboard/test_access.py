@@ -32,7 +32,7 @@ from tests.dashboard.harness import (
     run_state,
     running_host,
     seed_session,
-    start_ask_turn,
+    start_droid_mcp,
     wait_for,
 )
 
@@ -155,7 +155,7 @@ async def test_answers_must_be_offered_decisions_and_a_refused_one_changes_nothi
 ) -> None:
     async with host_and_client(tmp_path, monkeypatch) as (host, client):
         csrf = await login(host, client)
-        key, run_id = start_ask_turn(host, "FAKE:permission")
+        key, run_id = await start_droid_mcp(host, "FAKE:permission")
         await wait_for(lambda: bool(host.server.provider.pending_prompts(key)), what="a prompt")
         (prompt,) = host.server.provider.pending_prompts(key)
         path = f"/sessions/{key}/prompts/{prompt.request_id}"
@@ -300,7 +300,7 @@ async def test_stream_resumes_after_a_reconnect_from_the_last_seen_cursor(
 ) -> None:
     async with host_and_client(tmp_path, monkeypatch) as (host, client):
         await login(host, client)
-        key, run_id = start_ask_turn(host, "FAKE:ask")
+        key, run_id = await start_droid_mcp(host, "FAKE:ask")
         await wait_for(lambda: bool(host.server.provider.pending_prompts(key)), what="a prompt")
         url = f"/stream?session={key}"
         async with client.stream("GET", url) as response:
@@ -318,7 +318,7 @@ async def test_stream_resumes_after_a_reconnect_from_the_last_seen_cursor(
         assert seen is not None
         for headers, query in (({"Last-Event-ID": str(seen)}, ""), ({}, f"&after={seen}")):
             async with client.stream("GET", url + query, headers=headers) as response:
-                resumed = await read_sse(response, "prompt</span>")
+                resumed = await read_sse(response, "prompts")
             ids = [Cursor.parse(e["id"]) for e in resumed if e.get("event") == "log" and "id" in e]
             assert ids == logged[2:], (headers, query)
         assert run_state(host, run_id) == "running"

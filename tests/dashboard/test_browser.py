@@ -2,8 +2,7 @@
 
 Each test starts Baton's engine with the fake Droid CLI, serves the dashboard on 127.0.0.1 as
 the daemon does, and drives pages by role and name, as a person with a screen reader would.
-Finalization approvals go through :mod:`tests.dashboard.git_stub` (a real git repository) until
-W2-D's library is merged.
+Finalization approvals run through W2-D's library (``baton.git``) on a real repository.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +19,23 @@ from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from baton.dashboard import EngineProvider
 from baton.engine.engine import Engine
-from tests.dashboard.git_stub import GitApprovalsProvider, git, make_repository
+from baton.git import FinalizationRequest
 from tests.dashboard.harness import (
     Host,
     private_environment,
     run_state,
     running_host,
     seed_session,
-    start_ask_turn,
     start_controller_run,
+    start_droid_mcp,
     wait_for,
+)
+from tests.dashboard.worktrees import (
+    BRANCH,
+    Approvals,
+    add_feature_worktree,
+    git,
+    make_approvals,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -131,7 +138,7 @@ async def test_permission_answered_from_the_page_lets_the_agent_proceed(
 ) -> None:
     async with dashboard(tmp_path, monkeypatch) as host:
         _, page = await logged_in(browser, host)
-        key, run_id = start_ask_turn(host, "FAKE:permission")
+        key, run_id = await start_droid_mcp(host, "FAKE:permission")
         row = page.get_by_role("row").filter(has=page.get_by_role("link", name=key))
         await expect(row).to_contain_text("Needs you", timeout=EXPECT_MS)
         await expect(page.get_by_role("link", name="Needs you (1)")).to_be_visible()
@@ -157,7 +164,7 @@ async def test_question_is_answered_with_an_offered_option_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: Browser
 ) -> None:
     async with dashboard(tmp_path, monkeypatch) as host:
-        key, run_id = start_ask_turn(host, "FAKE:ask")
+        key, run_id = await start_droid_mcp(host, "FAKE:ask")
         _, page = await logged_in(browser, host)
         await page.goto(f"{host.base_url}/sessions/{key}")
         question = page.get_by_role("article", name="Question")
@@ -175,25 +182,33 @@ async def test_question_is_answered_with_an_offered_option_only(
         )
 
 
-def approvals(repo: Path) -> Callable[[Engine], EngineProvider]:
-    return lambda engine: GitApprovalsProvider(engine, repo)
+@asynccontextmanager
+async def with_approvals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Host, Approvals, FinalizationRequest]]:
+    """A host whose provider answers from W2-D's library, one integrate request pending."""
+    private_environment(tmp_path, monkeypatch)
+    approvals = make_approvals(tmp_path / "git")
+    provider = partial(EngineProvider, finalizations=approvals.finalizations)
+    try:
+        async with running_host(tmp_path, provider) as host:
+            key = seed_session(host, "feature work", workspace=str(approvals.worktree))
+            add_feature_worktree(approvals, key)
+            yield host, approvals, approvals.request_integration(key, "finalize-1")
+    finally:
+        approvals.close()
 
 
 async def test_finalization_approved_from_the_page_moves_the_branch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: Browser
 ) -> None:
-    repo = make_repository(tmp_path / "git")
-    async with dashboard(tmp_path, monkeypatch, approvals(repo)) as host:
-        provider = host.server.provider
-        assert isinstance(provider, GitApprovalsProvider)
-        request = provider.request_integration(
-            seed_session(host, "feature work"), "feature", "main"
-        )
-        main_before, feature = git(repo, "rev-parse", "main"), git(repo, "rev-parse", "feature")
+    async with with_approvals(tmp_path, monkeypatch) as (host, approvals, request):
+        project = approvals.project
+        main_before, feature = git(project, "rev-parse", "main"), git(project, "rev-parse", BRANCH)
 
         _, page = await logged_in(browser, host)
         await page.get_by_role("link", name=re.compile("^Needs you")).click()
-        card = page.get_by_role("article", name="Integrate feature into main")
+        card = page.get_by_role("article", name=f"Integrate {BRANCH} into main")
         preflight = card.get_by_role("group", name="Preflight")
         await expect(preflight).to_contain_text("Merges cleanly into main")
         await expect(preflight).to_contain_text("1 commit on main since the base")
@@ -201,53 +216,42 @@ async def test_finalization_approved_from_the_page_moves_the_branch(
 
         await card.get_by_role("button", name="Approve").click()
         await expect(page.get_by_role("status")).to_contain_text(
-            "Approved: integrate of feature completed"
+            f"Approved: integrate of {BRANCH} completed", timeout=EXPECT_MS
         )
-        assert provider.approved == [request.request_id] and provider.rejected == []
-        main_after = git(repo, "rev-parse", "main")
-        assert main_after != main_before
-        git(repo, "merge-base", "--is-ancestor", feature, "main")
+        assert approvals.finalizations.get(request.request_id).status == "completed"
+        assert git(project, "rev-parse", "main") != main_before
+        git(project, "merge-base", "--is-ancestor", feature, "main")
+        assert (project / "feature.txt").read_text() == "new\n"
         await expect(page.get_by_text("No finalization waits for approval.")).to_be_visible()
 
 
 async def test_finalization_rejected_from_the_page_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: Browser
 ) -> None:
-    repo = make_repository(tmp_path / "git")
-    async with dashboard(tmp_path, monkeypatch, approvals(repo)) as host:
-        provider = host.server.provider
-        assert isinstance(provider, GitApprovalsProvider)
-        request = provider.request_integration(
-            seed_session(host, "feature work"), "feature", "main"
-        )
-        refs_before = git(repo, "show-ref")
+    async with with_approvals(tmp_path, monkeypatch) as (host, approvals, request):
+        project = approvals.project
+        refs_before = git(project, "show-ref")
+        worktrees_before = git(project, "worktree", "list", "--porcelain")
 
         _, page = await logged_in(browser, host)
         await page.goto(host.base_url + "/needs")
-        card = page.get_by_role("article", name="Integrate feature into main")
+        card = page.get_by_role("article", name=f"Integrate {BRANCH} into main")
         await card.get_by_role("textbox", name="Reason (optional)").fill("not this week")
         await card.get_by_role("button", name="Reject").click()
         await expect(page.get_by_role("status")).to_contain_text("Rejected")
-        assert provider.rejected == [request.request_id] and provider.approved == []
-        assert provider.requests[request.request_id].error == {
-            "code": "rejected",
-            "message": "not this week",
-        }
-        assert git(repo, "show-ref") == refs_before
-        assert git(repo, "status", "--porcelain") == ""
+        rejected = approvals.finalizations.get(request.request_id)
+        assert rejected.status == "rejected"
+        assert rejected.error == {"code": "rejected", "message": "not this week"}
+        assert git(project, "show-ref") == refs_before
+        assert git(project, "worktree", "list", "--porcelain") == worktrees_before
+        assert git(approvals.worktree, "status", "--porcelain") == ""
 
 
 async def test_cross_origin_post_is_refused_even_with_the_cookie_and_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: Browser
 ) -> None:
-    repo = make_repository(tmp_path / "git")
-    async with dashboard(tmp_path, monkeypatch, approvals(repo)) as host:
-        provider = host.server.provider
-        assert isinstance(provider, GitApprovalsProvider)
-        request = provider.request_integration(
-            seed_session(host, "feature work"), "feature", "main"
-        )
-        refs_before = git(repo, "show-ref")
+    async with with_approvals(tmp_path, monkeypatch) as (host, approvals, request):
+        refs_before = git(approvals.project, "show-ref")
         ctx, page = await logged_in(browser, host)
         csrf = await page.locator("form.logout input[name=csrf]").input_value()
         target = f"{host.base_url}/finalizations/{request.request_id}/approve"
@@ -271,5 +275,5 @@ async def test_cross_origin_post_is_refused_even_with_the_cookie_and_token(
         assert response.status == 403
         assert await response.text() == "Origin not allowed"
 
-        assert provider.approved == [] and provider.pending_finalizations() != []
-        assert git(repo, "show-ref") == refs_before
+        assert approvals.finalizations.get(request.request_id).status == "pending"
+        assert git(approvals.project, "show-ref") == refs_before

@@ -7,24 +7,25 @@ sideways (content inside its own scrolling box, like a diff, is allowed to be wi
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from baton.dashboard.provider import FinalizationView
-from tests.dashboard.git_stub import GitApprovalsProvider, git, make_repository
+from baton.dashboard import EngineProvider
 from tests.dashboard.harness import (
     Host,
     private_environment,
     run_state,
     running_host,
     seed_session,
-    start_ask_turn,
     start_controller_run,
+    start_droid_mcp,
     wait_for,
 )
+from tests.dashboard.worktrees import Approvals, add_feature_worktree, git, make_approvals
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -53,7 +54,7 @@ OVERFLOW_JS = """
 """
 
 
-async def fill(host: Host, provider: GitApprovalsProvider) -> dict[str, str]:
+async def fill(host: Host, approvals: Approvals) -> dict[str, str]:
     """Sessions of every kind: a finished run with a diff, a pending permission, a pending
     integration, a long-named spawnea session. Returns the pages to capture."""
     git(host.workspace, "init", "-q", "-b", "main")
@@ -64,12 +65,14 @@ async def fill(host: Host, provider: GitApprovalsProvider) -> dict[str, str]:
     done = await start_controller_run(host, "FAKE:text=All%20done.%20" + "word%20" * 120)
     (run,) = host.store.session_runs(done)
     await wait_for(lambda: run_state(host, run["run_id"]) == "succeeded", what="run succeeded")
-    waiting, _ = start_ask_turn(host, "FAKE:permission")
+    waiting, _ = await start_droid_mcp(host, "FAKE:permission")
+    provider = host.server.provider
     await wait_for(lambda: bool(provider.pending_prompts(waiting)), what="a pending prompt")
     long_path = "/home/someone/projects/" + "very-long-directory-name-" * 6 + "end"
-    feature = seed_session(host, "a session with a rather long name " * 3, workspace=long_path)
-    request: FinalizationView = provider.request_integration(feature, "feature", "main")
-    assert request.preflight is not None
+    seed_session(host, "a session with a rather long name " * 3, workspace=long_path)
+    feature = seed_session(host, "feature work", workspace=str(approvals.worktree))
+    add_feature_worktree(approvals, feature)
+    approvals.request_integration(feature, "finalize-layout")
     return {
         "sessions": "/",
         "session-finished": f"/sessions/{done}",
@@ -93,11 +96,10 @@ async def test_every_page_fits_the_viewport_at_desktop_and_phone_sizes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: Browser, screenshots: Path
 ) -> None:
     private_environment(tmp_path, monkeypatch)
-    repo = make_repository(tmp_path / "git")
-    async with running_host(tmp_path, lambda e: GitApprovalsProvider(e, repo)) as host:
-        provider = host.server.provider
-        assert isinstance(provider, GitApprovalsProvider)
-        pages = await fill(host, provider)
+    approvals = make_approvals(tmp_path / "git")
+    provider = partial(EngineProvider, finalizations=approvals.finalizations)
+    async with running_host(tmp_path, provider) as host:
+        pages = await fill(host, approvals)
         problems: dict[str, Any] = {}
         for width, height in SIZES:
             ctx = await browser.new_context(viewport={"width": width, "height": height})
@@ -114,4 +116,5 @@ async def test_every_page_fits_the_viewport_at_desktop_and_phone_sizes(
                 if layout["overflowing"] or layout["scrollWidth"] > layout["width"]:
                     problems[f"{name} at {width}x{height}"] = layout
             await ctx.close()
+        approvals.close()
         assert problems == {}

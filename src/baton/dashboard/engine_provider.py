@@ -5,7 +5,9 @@ logs and pending prompts from :attr:`Engine.live <baton.engine.engine.Engine.liv
 through :meth:`PendingPrompts.answer <baton.engine.prompts.PendingPrompts.answer>`, the same
 validation ``droid_respond`` uses; diffs through :func:`baton.workspace_diff.workspace_diff`.
 
-What lives in the daemon (W2-E) is answered empty here: finalization approvals, the Agent
+Finalization approvals come from W2-D's :class:`baton.git.Finalizations` when one is given (the
+daemon's); approving runs the request at once (``approve`` then ``execute``, in a worker thread:
+the library blocks on git). What lives in the daemon (W2-E) is answered empty here: the Agent
 Context log, Spawnea's UI state and tmux pane snapshots. The daemon subclasses this provider and
 overrides those methods (and :meth:`EngineProvider.activity_marks`, so their changes reach open
 pages).
@@ -25,7 +27,7 @@ import itertools
 import json
 import os
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from baton.dashboard.provider import (
@@ -47,7 +49,8 @@ from baton.dashboard.queries import head_states, turn_rows
 from baton.engine.engine import Engine
 from baton.engine.live_session import LiveSession
 from baton.engine.recorder import RunRecorder
-from baton.errors import BatonError
+from baton.errors import BatonError, ErrorCode
+from baton.git import FinalizationRequest, Finalizations, WorktreeError
 from baton.store import Row
 from baton.workspace_diff import workspace_diff
 
@@ -57,14 +60,21 @@ TICK_S = 0.25
 TURNS_SHOWN = 25
 #: Characters of a final answer shown on a session page.
 FINAL_TEXT_LIMIT = 65_536
+#: The git library's contract codes as Baton's error codes.
+_GIT_CODES: dict[str, ErrorCode] = {
+    "not_found": "not_found",
+    "conflict": "conflict",
+    "invalid_request": "invalid_argument",
+}
 
 
 class EngineProvider:
     """The dashboard's view of one :class:`Engine` (see the module docstring)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, finalizations: Finalizations | None = None) -> None:
         self.engine = engine
         self.store = engine.store
+        self.finalizations = finalizations
         # Stream ids: unique per live session within this process, and across restarts thanks
         # to the engine's epoch (a browser's old cursor never names a new stream).
         self._streams: weakref.WeakKeyDictionary[LiveSession, str] = weakref.WeakKeyDictionary()
@@ -192,7 +202,7 @@ class EngineProvider:
         them): every live session's stream, newest ``seq``, open/closed and prompt count.
         Subclasses append their own marks (a version of the finalizations, the UI state, the
         Agent Context log)."""
-        marks = []
+        marks = [f"finalizations:{f.request_id}" for f in self.pending_finalizations()]
         for key, live in self.engine.live.items():
             log = live.log
             marks.append(
@@ -269,16 +279,43 @@ class EngineProvider:
             request_id, decision=decision, comment=comment, answers=answers, cancel=cancel
         )
 
-    # -- what the daemon adds (W2-E): empty on a host without it ---------------------------------
+    # -- finalization approvals (W2-D's library, when the host keeps one) ------------------------
 
     def pending_finalizations(self) -> Sequence[FinalizationView]:
-        return ()
+        if self.finalizations is None:
+            return ()
+        views = []
+        for request in self.finalizations.requests(("pending",)):
+            record = self.finalizations.store.load_worktree(request.session_key)
+            row = self.store.session(request.session_key)
+            name = row["name"] if row is not None else None
+            views.append(FinalizationView.from_json(request.to_json(record), name))
+        return views
 
     async def approve_finalization(self, request_id: str) -> FinalizationView:
-        raise BatonError("not_found", "this host keeps no finalization requests")
+        """Approve, then execute at once (the request ends ``completed`` or ``failed``)."""
+        finalizations = self._finalizations()
+
+        def approve_and_run() -> FinalizationRequest:
+            finalizations.approve(request_id)
+            return finalizations.execute(request_id)
+
+        return self._view(await _git_call(approve_and_run))
 
     async def reject_finalization(self, request_id: str, reason: str | None) -> FinalizationView:
-        raise BatonError("not_found", "this host keeps no finalization requests")
+        finalizations = self._finalizations()
+        return self._view(await _git_call(lambda: finalizations.reject(request_id, reason)))
+
+    def _finalizations(self) -> Finalizations:
+        if self.finalizations is None:
+            raise BatonError("not_found", "this host keeps no finalization requests")
+        return self.finalizations
+
+    def _view(self, request: FinalizationRequest) -> FinalizationView:
+        record = self._finalizations().store.load_worktree(request.session_key)
+        return FinalizationView.from_json(request.to_json(record))
+
+    # -- what the daemon adds (W2-E): empty on a host without it ---------------------------------
 
     async def pane_snapshot(self, session_key: str) -> str | None:
         return None
@@ -304,6 +341,16 @@ class EngineProvider:
             return None
         files = [DiffFileView(f.path, f.added, f.deleted, f.binary, f.untracked) for f in got.files]
         return DiffView(got.text, got.truncated, files)
+
+
+async def _git_call(call: Callable[[], FinalizationRequest]) -> FinalizationRequest:
+    """Run a blocking call of the git library in a thread; its errors as ``BatonError`` with
+    the library's contract code (``not_found``, ``conflict``, ``invalid_request`` →
+    ``invalid_argument``, else ``operation_failed``)."""
+    try:
+        return await asyncio.to_thread(call)
+    except WorktreeError as exc:
+        raise BatonError(_GIT_CODES.get(exc.code, "operation_failed"), exc.message) from None
 
 
 def _turn(row: Row) -> TurnSummary:

@@ -5,7 +5,8 @@ browser holds one connection per tab. The stream says what changed, by event nam
 htmx attributes decide what to fetch again (``hx-trigger="sse:<name>"``), so nothing on the page
 polls:
 
-- ``activity``: anything the pages show may have changed (the session list refetches, throttled);
+- ``activity``: anything the pages show may have changed (the session list refetches); at most
+  every :data:`ACTIVITY_MIN_S` seconds, the last change always sent;
 - ``needs``: the set of pending prompts and finalizations changed (data: how many);
 - with ``session=KEY``: ``log`` per event of that session's live log (data: the rendered list
   item; ``id``: the cursor ``<stream>-<seq>``), ``prompts`` when its pending prompts change,
@@ -42,6 +43,9 @@ RETRY_MS: Final = 1000
 """How long the browser waits before reconnecting a stream that ended."""
 BATCH: Final = 200
 """Events read from a log at once."""
+ACTIVITY_MIN_S: Final = 0.5
+"""``activity`` is sent at most this often (the list refetches on it); a change inside the
+window is sent when it ends, so the page always ends up showing the latest state."""
 _TURN_EVENTS: Final = frozenset(
     {
         "turn_started",
@@ -103,6 +107,7 @@ class _StreamState:
         self.prompts = prompts
         self.cursor = cursor
         self.ended_stream: str | None = None
+        self.next_activity = 0.0
 
 
 async def _events(
@@ -115,19 +120,23 @@ async def _events(
         yield ServerSentEvent(retry=RETRY_MS, comment="baton dashboard")
         while time.monotonic() - started < STREAM_MAX_S:
             token = await provider.wait_activity(None, 0)
+            now = time.monotonic()
             if token != state.token:
-                state.token = token
-                yield ServerSentEvent(data=token, event="activity")
                 needs, count = needs_signature(provider)
                 if needs != state.needs:
                     state.needs = needs
                     yield ServerSentEvent(data=str(count), event="needs")
+                if now >= state.next_activity:
+                    state.token, state.next_activity = token, now + ACTIVITY_MIN_S
+                    yield ServerSentEvent(data=token, event="activity")
             if session_key is not None:
                 async for event in _session_events(deps, session_key, state):
                     yield event
             if await request.is_disconnected():
                 return
-            await provider.wait_activity(state.token, WAIT_S)
+            # An activity not sent yet (too soon after the last) is due at next_activity.
+            due = state.next_activity - now if token != state.token else WAIT_S
+            await provider.wait_activity(token, max(min(due, WAIT_S), 0.01))
     finally:
         deps.viewers -= 1
 
