@@ -67,6 +67,17 @@ _LOGGED_OUT: Final = (
 )
 
 
+_NOT_FOUND: Final = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Not found · Baton '
+    'dashboard</title></head><body><main><h1>Not found</h1><p>There is nothing here. '
+    '<a href="/">Back to the sessions</a></p></main></body></html>'
+)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return HTMLResponse(_NOT_FOUND, status_code=404)
+
+
 @dataclass
 class Deps:
     """What the routes share: the provider, the templates, and how many pages are open (a
@@ -125,7 +136,7 @@ class Dashboard:
             Route("/stream", sse.stream, methods=["GET"]),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ]
-        self.router = Starlette(routes=routes)
+        self.router = Starlette(routes=routes, exception_handlers={404: _not_found})
         self.router.state.deps = self.deps
         self._app = HostOriginGuard(
             Access(self.router, self.sessions),

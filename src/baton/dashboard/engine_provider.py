@@ -27,9 +27,10 @@ import itertools
 import json
 import os
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from baton.dashboard.approvals import Approvals
 from baton.dashboard.provider import (
     ContextEntry,
     Cursor,
@@ -49,8 +50,8 @@ from baton.dashboard.queries import head_states, turn_rows
 from baton.engine.engine import Engine
 from baton.engine.live_session import LiveSession
 from baton.engine.recorder import RunRecorder
-from baton.errors import BatonError, ErrorCode
-from baton.git import FinalizationRequest, Finalizations, WorktreeError
+from baton.errors import BatonError
+from baton.git import Finalizations
 from baton.store import Row
 from baton.workspace_diff import workspace_diff
 
@@ -60,12 +61,6 @@ TICK_S = 0.25
 TURNS_SHOWN = 25
 #: Characters of a final answer shown on a session page.
 FINAL_TEXT_LIMIT = 65_536
-#: The git library's contract codes as Baton's error codes.
-_GIT_CODES: dict[str, ErrorCode] = {
-    "not_found": "not_found",
-    "conflict": "conflict",
-    "invalid_request": "invalid_argument",
-}
 
 
 class EngineProvider:
@@ -74,7 +69,7 @@ class EngineProvider:
     def __init__(self, engine: Engine, *, finalizations: Finalizations | None = None) -> None:
         self.engine = engine
         self.store = engine.store
-        self.finalizations = finalizations
+        self.approvals = Approvals(finalizations)
         # Stream ids: unique per live session within this process, and across restarts thanks
         # to the engine's epoch (a browser's old cursor never names a new stream).
         self._streams: weakref.WeakKeyDictionary[LiveSession, str] = weakref.WeakKeyDictionary()
@@ -279,41 +274,17 @@ class EngineProvider:
             request_id, decision=decision, comment=comment, answers=answers, cancel=cancel
         )
 
-    # -- finalization approvals (W2-D's library, when the host keeps one) ------------------------
+    # -- finalization approvals: W2-D's library when the host keeps one ------------------------
 
     def pending_finalizations(self) -> Sequence[FinalizationView]:
-        if self.finalizations is None:
-            return ()
-        views = []
-        for request in self.finalizations.requests(("pending",)):
-            record = self.finalizations.store.load_worktree(request.session_key)
-            row = self.store.session(request.session_key)
-            name = row["name"] if row is not None else None
-            views.append(FinalizationView.from_json(request.to_json(record), name))
-        return views
+        return self.approvals.pending(self.store)
 
     async def approve_finalization(self, request_id: str) -> FinalizationView:
         """Approve, then execute at once (the request ends ``completed`` or ``failed``)."""
-        finalizations = self._finalizations()
-
-        def approve_and_run() -> FinalizationRequest:
-            finalizations.approve(request_id)
-            return finalizations.execute(request_id)
-
-        return self._view(await _git_call(approve_and_run))
+        return await self.approvals.approve(request_id)
 
     async def reject_finalization(self, request_id: str, reason: str | None) -> FinalizationView:
-        finalizations = self._finalizations()
-        return self._view(await _git_call(lambda: finalizations.reject(request_id, reason)))
-
-    def _finalizations(self) -> Finalizations:
-        if self.finalizations is None:
-            raise BatonError("not_found", "this host keeps no finalization requests")
-        return self.finalizations
-
-    def _view(self, request: FinalizationRequest) -> FinalizationView:
-        record = self._finalizations().store.load_worktree(request.session_key)
-        return FinalizationView.from_json(request.to_json(record))
+        return await self.approvals.reject(request_id, reason)
 
     # -- what the daemon adds (W2-E): empty on a host without it ---------------------------------
 
@@ -341,16 +312,6 @@ class EngineProvider:
             return None
         files = [DiffFileView(f.path, f.added, f.deleted, f.binary, f.untracked) for f in got.files]
         return DiffView(got.text, got.truncated, files)
-
-
-async def _git_call(call: Callable[[], FinalizationRequest]) -> FinalizationRequest:
-    """Run a blocking call of the git library in a thread; its errors as ``BatonError`` with
-    the library's contract code (``not_found``, ``conflict``, ``invalid_request`` →
-    ``invalid_argument``, else ``operation_failed``)."""
-    try:
-        return await asyncio.to_thread(call)
-    except WorktreeError as exc:
-        raise BatonError(_GIT_CODES.get(exc.code, "operation_failed"), exc.message) from None
 
 
 def _turn(row: Row) -> TurnSummary:
