@@ -132,6 +132,7 @@ async def _list_in_browser(browser: Browser, server: DashboardServer, reps: int)
     page = await ctx.new_page()
     await page.goto(server.login_url())
     await page.wait_for_url(server.base_url)
+    await page.locator("table.sessions tbody tr").first.wait_for(state="visible")  # warm-up
     samples = []
     for _ in range(reps):
         started = time.perf_counter_ns()
