@@ -69,7 +69,7 @@ _LOGGED_OUT: Final = (
 
 _NOT_FOUND: Final = (
     '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Not found · Baton '
-    'dashboard</title></head><body><main><h1>Not found</h1><p>There is nothing here. '
+    "dashboard</title></head><body><main><h1>Not found</h1><p>There is nothing here. "
     '<a href="/">Back to the sessions</a></p></main></body></html>'
 )
 
