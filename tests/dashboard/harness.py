@@ -134,7 +134,9 @@ async def start_droid_mcp(host: Host, prompt: str) -> tuple[str, str]:
     return str(row["session_key"]), str(started["runId"])
 
 
-def seed_session(host: Host, name: str, *, workspace: str | None = None) -> str:
+def seed_session(
+    host: Host, name: str, *, workspace: str | None = None, created_at: str | None = None
+) -> str:
     """A stored session with no turn yet (what Spawnea creates first); its key."""
     key = new_id("ses")
     host.store.create_session(
@@ -143,7 +145,7 @@ def seed_session(host: Host, name: str, *, workspace: str | None = None) -> str:
             surface="spawnea",
             harness="droid",
             workspace=workspace or str(host.workspace),
-            created_at=utc_now(),
+            created_at=created_at or utc_now(),
             name=name,
         )
     )

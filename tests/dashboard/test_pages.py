@@ -29,7 +29,12 @@ async def listed(
     private_environment(tmp_path, monkeypatch)
     async with running_host(tmp_path) as host:
         keys = [
-            seed_session(host, f"task {n:03d}", workspace=f"/srv/{'alpha' if n % 4 else 'beta'}")
+            seed_session(
+                host,
+                f"task {n:03d}",
+                workspace=f"/srv/{'alpha' if n % 4 else 'beta'}",
+                created_at=f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}.000Z",
+            )
             for n in range(SESSIONS)
         ]
         async with httpx2.AsyncClient(base_url=host.base_url, timeout=30) as client:
@@ -58,6 +63,7 @@ async def test_the_list_pages_through_every_session_newest_first(
             older = re.search(r'rel="next" href="/\?offset=(\d+)"', page.text)
             offset = int(older.group(1)) if older else None
         assert len(seen) == SESSIONS and len(set(seen)) == SESSIONS
+        assert seen == [f"task {n:03d}" for n in range(SESSIONS - 1, -1, -1)]
         assert len(stamps) == SESSIONS and stamps == sorted(stamps, reverse=True)
 
 
@@ -73,8 +79,7 @@ async def test_search_and_surface_filter_narrow_the_list(
         none = await client.get("/", params={"surface": "controller"})
         assert "No sessions match this filter." in none.text
         rows = await client.get("/sessions/rows", params={"surface": "spawnea", "offset": 100})
-        # The oldest twenty (rows created in the same millisecond may come in any order).
-        assert sorted(names(rows.text)) == [f"task {n:03d}" for n in range(20)]
+        assert names(rows.text) == [f"task {n:03d}" for n in range(19, -1, -1)]
         bogus = await client.get("/", params={"surface": "nope", "offset": "-5"})
         assert f"Sessions 1–50 of {SESSIONS}" in bogus.text
 
