@@ -23,6 +23,7 @@ from typing import Any
 from bench import (
     bridge_overhead,
     concurrency,
+    dashboard,
     droid_find,
     floor,
     followup,
@@ -53,6 +54,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     git_lifecycle.NAME: git_lifecycle.run,
     tmux_harness.NAME: tmux_harness.run,
     bridge_overhead.NAME: bridge_overhead.run,
+    dashboard.NAME: dashboard.run,
 }
 
 
