@@ -4,12 +4,19 @@
 Only the ``local`` host exists in this wave. Disabled projects and harnesses are neither offered
 nor accepted. No view ever carries a credential, an environment value, a host address or the
 full command line (a harness shows only its program's name).
+
+A config without a ``spawnea`` catalogue is not useless: with no ``projects``, every approved
+root is a project; with no ``harnesses``, the agents this host can start are offered (Droid at
+``droidPath``, and ``claude`` and ``codex`` when they are on ``PATH``). Naming any project or
+harness in the config replaces that half of the defaults.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import re
+import shutil
+from typing import Any, Literal
 
 from baton.config import Config, SpawneaHarness, SpawneaProject
 from baton.errors import BatonError
@@ -23,8 +30,10 @@ class Catalog:
 
     def __init__(self, config: Config) -> None:
         spawnea = config.spawnea
-        self.projects = {p.id: p for p in spawnea.projects if p.enabled}
-        self.harnesses = {h.id: h for h in spawnea.harnesses if h.enabled}
+        projects = spawnea.projects or default_projects(config.approvedDirectories)
+        harnesses = spawnea.harnesses or default_harnesses(config.droidPath)
+        self.projects = {p.id: p for p in projects if p.enabled}
+        self.harnesses = {h.id: h for h in harnesses if h.enabled}
 
     def hosts_view(self) -> list[dict[str, Any]]:
         return [dict(LOCAL_HOST)]
@@ -66,3 +75,39 @@ def harness_view(harness: SpawneaHarness) -> dict[str, Any]:
         "kind": harness.kind,
         "command": os.path.basename(harness.command[0]),
     }
+
+
+def default_projects(roots: list[str]) -> list[SpawneaProject]:
+    """One project per approved root, its id the directory's name made safe (``-2``, ``-3``...
+    when two roots share a name)."""
+    projects: list[SpawneaProject] = []
+    taken: set[str] = set()
+    for root in roots:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(root.rstrip("/")))
+        base = base.lstrip("._-")[:180] or "root"
+        project_id, n = base, 1
+        while project_id in taken:
+            n += 1
+            project_id = f"{base}-{n}"
+        taken.add(project_id)
+        projects.append(
+            SpawneaProject(id=project_id, name=os.path.basename(root) or root, path=root)
+        )
+    return projects
+
+
+#: Agents offered when the config names none, besides Droid: (adapter and id, display name).
+_KNOWN_AGENTS: tuple[tuple[Literal["claude", "codex"], str], ...] = (
+    ("claude", "Claude Code"),
+    ("codex", "Codex"),
+)
+
+
+def default_harnesses(droid_path: str) -> list[SpawneaHarness]:
+    """Droid (the host's ``droidPath``), then Claude Code and Codex if found on ``PATH``."""
+    harnesses = [SpawneaHarness(id="droid", name="Droid", kind="droid", command=[droid_path])]
+    for agent_id, name in _KNOWN_AGENTS:
+        found = shutil.which(agent_id)
+        if found is not None:
+            harnesses.append(SpawneaHarness(id=agent_id, name=name, kind=agent_id, command=[found]))
+    return harnesses
