@@ -17,6 +17,7 @@ from typing import Final
 
 import uvicorn
 
+from baton.aio import settle
 from baton.dashboard.app import Dashboard, build_dashboard_app
 from baton.dashboard.handshake import publish_handshake, withdraw_handshake
 from baton.dashboard.provider import DashboardProvider
@@ -133,8 +134,8 @@ class DashboardServer:
         if self._server is not None:
             self._server.should_exit = True
         if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError, SystemExit):
-                await asyncio.shield(self._task)
+            with contextlib.suppress(SystemExit):  # uvicorn's way of reporting a failed start
+                await settle(asyncio.shield(self._task))
         if self._sock is not None:
             self._sock.close()
         self._task = self._server = self._sock = None

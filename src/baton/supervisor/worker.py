@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ValidationError
 
+from baton.aio import settle
 from baton.harnesses.base import (
     AgentSession,
     Declined,
@@ -210,8 +211,7 @@ async def _turn_job(job: wire.TurnJob, sink: PipeSink, ops: Ops) -> None:
         op = next_op.result()
         if op is None:  # the server is gone: give the harness its grace, then stop everything
             cancel.set()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(run, spec.cancel_grace_ms / 1000 + 1)
+            await settle(asyncio.wait_for(run, spec.cancel_grace_ms / 1000 + 1))
             procs.kill_own_group()
         elif isinstance(op, wire.CancelOp | wire.CloseOp):
             cancel.set()
@@ -295,14 +295,14 @@ async def _end_session(
 ) -> None:
     if session is None:
         opening.cancel()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            session = await opening
+        await settle(opening)
+        if not opening.cancelled() and opening.exception() is None:
+            session = opening.result()  # an open that finished anyway is closed below
     if session is None:
         return
     if running is not None and not running.done() and not detach:
         await session.interrupt()
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.wait_for(running, grace_s + 1)
+        await settle(asyncio.wait_for(running, grace_s + 1))
     await session.close(detach=detach)
 
 

@@ -30,6 +30,7 @@ from droid_sdk.errors import DroidError
 from droid_sdk.schemas.enums import DroidInteractionMode, ReasoningEffort
 from droid_sdk.transport import ProcessTransport
 
+from baton.aio import cancel_and_wait
 from baton.harnesses.base import (
     AgentSession,
     Failed,
@@ -363,9 +364,7 @@ class DroidSession(AgentSession):
             task.cancel()
             raise
         if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
             raise HarnessError("process_exit", self._failure.result())
         try:
             return task.result()
@@ -421,9 +420,7 @@ class DroidSession(AgentSession):
             isolate = asyncio.ensure_future(self._isolate_reply_channel(turn.turn_id))
             first = await _race(isolate, self._failure, self._interrupt)
             if first != "task":
-                isolate.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await isolate
+                await cancel_and_wait(isolate)
             if first == "cancel":
                 return Interrupted(
                     state="cancelled",

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from baton.aio import cancel_and_wait
 from baton.harnesses.base import ScreenState
 from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
@@ -83,9 +84,7 @@ class PaneMonitor:
         """Stop the loop (the pane is left as it is)."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     # -- observations ---------------------------------------------------------------------------
 
