@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
 
 import anyio
@@ -62,6 +63,24 @@ async def test_dashboard_url_without_a_running_dashboard_refuses_in_one_line(
     assert refused.returncode == 1 and refused.stdout == ""
     lines = refused.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("baton: no dashboard is running"), lines
+
+
+async def test_a_dashboard_port_in_use_refuses_the_start_before_any_client_can_find_it(
+    make_site: MakeSite,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        site = make_site(dashboard={"port": taken.getsockname()[1]})
+        refused = await anyio.to_thread.run_sync(
+            lambda: site.baton("daemon", "--config", str(site.config))
+        )
+    assert refused.returncode == 2, refused.stderr
+    problems = [line for line in refused.stderr.splitlines() if line.startswith("baton: ")]
+    assert len(problems) == 1 and "dashboard: cannot listen on 127.0.0.1:" in problems[0]
+    assert site.descriptor() is None
+    for name in ("daemon.json", "dashboard.json", "admin.token"):
+        assert not (site.state / name).exists(), name
 
 
 async def test_daemon_dashboard_shows_spawnea_sessions_live_and_approves_through_the_daemon(

@@ -34,7 +34,7 @@ from anyio.abc import TaskStatus
 from baton.daemon.spawnea_plugin import CONNECTIONS, Connections
 from baton.dashboard import DashboardServer, EngineProvider, LiveLog
 from baton.dashboard.provider import ContextEntry, FinalizationView, SessionDetail, UiState
-from baton.errors import BatonError, ErrorCode
+from baton.errors import BatonError, ConfigError, ErrorCode
 from baton.git import WorktreeError
 
 if TYPE_CHECKING:
@@ -217,7 +217,10 @@ async def serve(
         The port cannot be bound (nothing was published).
     """
     server = DashboardServer(DaemonProvider(services), port=port, state_directory=state_directory)
-    await server.start()
+    try:
+        await server.start()
+    except ConfigError as exc:
+        raise ConfigError(f"dashboard: {exc}") from exc
     spawnea = services.extras.get("spawnea")
     try:
         dashboard = server.dashboard

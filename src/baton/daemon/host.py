@@ -199,11 +199,11 @@ class Daemon:
         admin_listener = await anyio.create_unix_listener(paths.admin_socket, mode=0o600)
         stack.push_async_callback(admin_listener.aclose)
         write_private_file(self.state_dir / ADMIN_TOKEN_NAME, (admin_token + "\n").encode())
-        self.engine.workers.prime()
         async with anyio.create_task_group() as tg:
             # First: a dashboard port that cannot be bound refuses the start before any client
-            # can find this daemon.
+            # can find this daemon (and before spare workers are started).
             await self._start_dashboard(tg)
+            self.engine.workers.prime()
             record = {
                 "pid": os.getpid(),
                 "startedAt": self.started_at,
