@@ -88,6 +88,17 @@ async def test_the_daemon_serves_the_dashboard_and_withdraws_its_login_when_it_s
             assert "serves no Spawnea surface" in ui.text
             context = await http.get("/context")
             assert "No scoped connection has done anything yet." in context.text
+            # Approvals go to the daemon's own; its refusals come back as the page's codes.
+            csrf = re.search(r'name="csrf" value="([^"]+)"', sessions.text)
+            assert csrf is not None
+            hx = {"HX-Request": "true"}
+            for action in ("approve", "reject"):
+                unknown = await http.post(
+                    f"/finalizations/no-such-request/{action}",
+                    data={"csrf": csrf.group(1)},
+                    headers=hx,
+                )
+                assert unknown.status_code == 404 and 'role="alert"' in unknown.text, action
             assert (await http.get(login)).status_code == 401  # one use only
     assert not (site.state / HANDSHAKE_NAME).exists()
     with pytest.raises(StateError, match="no dashboard is running"):
