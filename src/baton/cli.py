@@ -1,5 +1,5 @@
-"""Command line: ``baton serve``, ``baton daemon``, ``baton bridge``, ``baton approvals`` and
-``baton token new``.
+"""Command line: ``baton serve``, ``baton daemon``, ``baton bridge``, ``baton approvals``,
+``baton dashboard-url`` and ``baton token new``.
 
 Startup refusals (bad config, unsafe or owned state directory, corrupt database) print one line
 on stderr and exit non-zero, having changed nothing.
@@ -55,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``baton daemon``, ``baton bridge`` and ``baton approvals`` (``docs/daemon.md``)."""
+    """``baton daemon``, ``baton bridge``, ``baton approvals`` and ``baton dashboard-url``
+    (``docs/daemon.md``, ``docs/dashboard.md``)."""
     config_help = "absolute path of the JSON config (default: embedded)"
     daemon = sub.add_parser("daemon", help="the long-lived host of every surface (foreground)")
     daemon.add_argument("--config", help=config_help)
@@ -80,12 +81,17 @@ def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     reject.add_argument("--json", action="store_true", help="print JSON")
     for action in (listing, approve, reject):  # --config before or after the action
         action.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
-    for command in (daemon, bridge, approvals):
+    dashboard_url = sub.add_parser(
+        "dashboard-url", help="print a fresh one-time login URL of the daemon's web dashboard"
+    )
+    dashboard_url.add_argument("--config", help=config_help)
+    for command in (daemon, bridge, approvals, dashboard_url):
         command.set_defaults(daemon_command=True)
 
 
 def _daemon_command(args: argparse.Namespace) -> int:
-    """Run ``baton daemon``, ``baton bridge`` or ``baton approvals``; the exit status."""
+    """Run ``baton daemon``, ``baton bridge``, ``baton approvals`` or ``baton dashboard-url``;
+    the exit status."""
     if args.command == "bridge":
         from baton.transports.bridge import bridge_main
 
@@ -107,6 +113,8 @@ def _daemon_command(args: argparse.Namespace) -> int:
             show_all=getattr(args, "all", False),
             as_json=args.json,
         )
+    if args.command == "dashboard-url":
+        return _dashboard_url(Path(config.stateDirectory))
     from baton.daemon.host import run_daemon
 
     if config.transport == "http":
@@ -121,6 +129,20 @@ def _daemon_command(args: argparse.Namespace) -> int:
     if (warning := config.exposure_warning()) is not None:
         print(f"baton: warning: {warning}", file=sys.stderr)
     return run_daemon(config, exit_state=EXIT_STATE, exit_config=EXIT_CONFIG)
+
+
+def _dashboard_url(state_directory: Path) -> int:
+    """``baton dashboard-url``: a fresh one-time login URL on stdout (0), or one line on stderr
+    when no daemon serves a dashboard for ``state_directory`` (1)."""
+    from baton.dashboard import dashboard_login_url
+
+    try:
+        url = dashboard_login_url(state_directory)
+    except StateError as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        return 1
+    print(url)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,10 @@
-"""Fixtures of the daemon tests: a short private runtime directory and daemon sites."""
+"""Fixtures of the daemon tests: a short private runtime directory, daemon sites, sites whose
+Spawnea catalogue has a real git project and the fake TUI, and Debian's Chromium
+(:mod:`tests.dashboard.chromium`) for the dashboard the daemon serves."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -10,8 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.daemon.helpers import Site
+from tests.daemon.helpers import MakeSpawneaSite, Site, spawnea_catalogue
+from tests.dashboard.chromium import browser, chromium
 from tests.e2e.processes import kill_tagged
+from tests.git.repos import Repo, make_project
+
+__all__ = ["browser", "chromium", "make_site", "make_spawnea_site", "runtime", "spawnea_site"]
 
 
 @pytest.fixture
@@ -38,3 +45,38 @@ def make_site(tmp_path: Path, runtime: Path) -> Iterator[Callable[..., Site]]:
     yield make
     for site in sites:
         kill_tagged(site.tag)
+
+
+@pytest.fixture
+def make_spawnea_site(
+    make_site: Callable[..., Site], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> MakeSpawneaSite:
+    """``make_spawnea_site(**config)``: a site whose Spawnea catalogue has one git project (made
+    under the test's ``tmp_path``, with a private git config) and the fake TUI; and the project.
+    The test kills the daemon's tmux server (:func:`tests.daemon.helpers.tmux_socket`)."""
+
+    def make(**overrides: Any) -> tuple[Site, Repo]:
+        for key in list(os.environ):
+            if key.startswith("GIT_"):
+                monkeypatch.delenv(key)
+        gitconfig = tmp_path / "gitconfig"
+        gitconfig.write_text("[user]\n\tname = Test\n\temail = t@example.invalid\n")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        probe = make_site("probe")  # only for the approved root's location
+        project = make_project(probe.approved / "project")
+        site = make_site(
+            "a",
+            approvedDirectories=[str(probe.approved)],
+            spawnea=spawnea_catalogue(project.path),
+            **overrides,
+        )
+        return site, project
+
+    return make
+
+
+@pytest.fixture
+def spawnea_site(make_spawnea_site: MakeSpawneaSite) -> tuple[Site, Repo]:
+    """A Spawnea site with the default config (see :func:`make_spawnea_site`)."""
+    return make_spawnea_site()

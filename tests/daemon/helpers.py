@@ -3,6 +3,7 @@ as a process (stopped by its own pid) and bridges driven by the official MCP cli
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -22,9 +23,20 @@ from mcp.client.stdio import stdio_client
 
 from baton.daemon.runtime_file import Descriptor, read_descriptor
 from tests.e2e.baton_client import FAKE_DROID, REPO
+from tests.git.repos import Repo
 
 BATON = [sys.executable, "-c", "from baton.cli import main; main()"]
 Json = dict[str, Any]
+FAKE_TUI = REPO / "tests" / "fakes" / "fake_tui.py"
+#: ``spawnea_create_session`` of a root in a managed worktree of the site's project.
+CREATE: Json = {
+    "clientRequestId": "root-1",
+    "serverId": "local",
+    "projectId": "proj",
+    "agentId": "fake",
+    "task": "Coordinate the change",
+    "useWorktree": True,
+}
 
 
 class Site:
@@ -202,3 +214,33 @@ def raw_gateway(path: str, first: bytes, timeout_s: float = 10.0) -> tuple[Json 
 
 def mode(path: Path) -> int:
     return path.lstat().st_mode & 0o777
+
+
+def spawnea_catalogue(project: Path) -> Json:
+    """A ``spawnea`` config section: one git project (id ``proj``) and the fake TUI under the
+    generic adapter (agent id ``fake``; its ``[y/n]`` questions read as ``needs_input``)."""
+    return {
+        "projects": [{"id": "proj", "name": "Project", "path": str(project)}],
+        "harnesses": [
+            {
+                "id": "fake",
+                "name": "Fake TUI",
+                "kind": "generic",
+                "command": [sys.executable, str(FAKE_TUI)],
+                "readyPattern": "^fake>",
+                "needsInputPattern": r"\[y/n\]",
+            }
+        ],
+    }
+
+
+def tmux_socket(site: Site) -> Path:
+    """The daemon's private tmux server (``SpawneaService.socket_path``)."""
+    digest = hashlib.sha256(os.path.realpath(site.state).encode()).hexdigest()[:12]
+    return site.runtime / "baton" / "tmux" / f"tmux-{digest}.sock"
+
+
+MakeSite = Callable[..., Site]
+"""The ``make_site`` fixture: ``make_site(name="a", **config) -> Site``."""
+MakeSpawneaSite = Callable[..., tuple[Site, Repo]]
+"""The ``make_spawnea_site`` fixture: ``make_spawnea_site(**config) -> (site, project)``."""

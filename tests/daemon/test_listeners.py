@@ -1,15 +1,14 @@
 """The daemon's other listeners: Streamable HTTP for ``daemon.httpSurface`` on the same engine as
-the gateway, and the dashboard mount point serving an app on loopback."""
+the gateway, and the web dashboard on loopback with its login handshake."""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
@@ -17,11 +16,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from baton.config import load_config
-from baton.daemon.host import Daemon
-from baton.daemon.seam import DaemonServices
+from baton.dashboard import dashboard_login_url
+from baton.dashboard.handshake import HANDSHAKE_NAME
+from baton.errors import StateError
 from tests.daemon.helpers import DaemonProcess, Site, bridge
-from tests.daemon.inprocess import ProbeSpawnea, plugins_with
+from tests.daemon.inprocess import ProbeSpawnea, daemon_in_process, plugins_with
 from tests.e2e.baton_client import call, wait_terminal
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -66,47 +65,41 @@ async def test_http_listener_and_gateway_serve_one_engine(
         assert daemon.terminate() == 0
 
 
-def hello_app(services: DaemonServices) -> Any:
-    """A minimal ASGI app standing in for the dashboard: it answers with the daemon's epoch."""
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        assert scope["type"] == "http"
-        body = f"epoch {services.epoch}".encode()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": body})
-
-    return app
-
-
-async def test_a_mounted_dashboard_is_served_on_loopback(
+async def test_the_daemon_serves_the_dashboard_and_withdraws_its_login_when_it_stops(
     make_site: MakeSite, runtime: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     site = make_site(dashboard={"port": 0})
-    daemon = Daemon(
-        load_config(str(site.config)),
-        plugins=plugins_with(ProbeSpawnea().plugin),
-        handle_signals=False,
-    )
-    daemon.mount_dashboard(hello_app)
-    daemon.open()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run)
-            deadline = time.monotonic() + 30
-            while daemon.dashboard_url is None:
-                assert time.monotonic() < deadline, "the dashboard was not served"
-                await anyio.sleep(0.02)
-            url = daemon.dashboard_url
-            assert url.startswith("http://127.0.0.1:")
-
-            def fetch() -> str:
-                with urllib.request.urlopen(url, timeout=10) as reply:
-                    return str(reply.read().decode())
-
-            assert daemon.engine is not None
-            assert await anyio.to_thread.run_sync(fetch) == f"epoch {daemon.engine.epoch}"
-            assert daemon.info()["dashboard"] == url
-            daemon.stop()
-    finally:
-        daemon.close()
+    # The probe stands in for Spawnea: the dashboard must serve a daemon without its service.
+    async with daemon_in_process(site, plugins_with(ProbeSpawnea().plugin)) as daemon:
+        url = daemon.dashboard_url
+        assert url is not None and re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), url
+        assert daemon.info()["dashboard"] == url
+        record = json.loads((site.state / "daemon.json").read_text())
+        assert record["dashboard"] == url
+        login = dashboard_login_url(site.state)
+        assert login.startswith(f"{url}login?token=")
+        async with httpx2.AsyncClient(base_url=url, timeout=30) as http:
+            assert (await http.get("/")).status_code == 401
+            assert (await http.get(login)).status_code == 200
+            sessions = await http.get("/")
+            assert sessions.status_code == 200 and "No sessions." in sessions.text
+            ui = await http.get("/ui")
+            assert "serves no Spawnea surface" in ui.text
+            context = await http.get("/context")
+            assert "No scoped connection has done anything yet." in context.text
+            # Approvals go to the daemon's own; its refusals come back as the page's codes.
+            csrf = re.search(r'name="csrf" value="([^"]+)"', sessions.text)
+            assert csrf is not None
+            hx = {"HX-Request": "true"}
+            for action in ("approve", "reject"):
+                unknown = await http.post(
+                    f"/finalizations/no-such-request/{action}",
+                    data={"csrf": csrf.group(1)},
+                    headers=hx,
+                )
+                assert unknown.status_code == 404 and 'role="alert"' in unknown.text, action
+            assert (await http.get(login)).status_code == 401  # one use only
+    assert not (site.state / HANDSHAKE_NAME).exists()
+    with pytest.raises(StateError, match="no dashboard is running"):
+        dashboard_login_url(site.state)

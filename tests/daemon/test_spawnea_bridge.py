@@ -6,70 +6,23 @@ git."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
 
-from tests.daemon.helpers import DaemonProcess, Site, bridge, refused_bridge
-from tests.e2e.baton_client import REPO, call
-from tests.git.repos import Repo, make_project
+from tests.daemon.helpers import (
+    CREATE,
+    DaemonProcess,
+    Site,
+    bridge,
+    refused_bridge,
+    tmux_socket,
+)
+from tests.e2e.baton_client import call
+from tests.git.repos import Repo
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
-
-MakeSite = Callable[..., Site]
-FAKE_TUI = REPO / "tests" / "fakes" / "fake_tui.py"
-CREATE = {
-    "clientRequestId": "root-1",
-    "serverId": "local",
-    "projectId": "proj",
-    "agentId": "fake",
-    "task": "Coordinate the change",
-    "useWorktree": True,
-}
-
-
-@pytest.fixture
-def spawnea_site(
-    make_site: MakeSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> tuple[Site, Repo]:
-    """A site whose Spawnea catalogue has one git project and the fake TUI; and the project."""
-    for key in list(os.environ):
-        if key.startswith("GIT_"):
-            monkeypatch.delenv(key)
-    gitconfig = tmp_path / "gitconfig"
-    gitconfig.write_text("[user]\n\tname = Test\n\temail = t@example.invalid\n")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    probe = make_site("probe")  # only for the approved root's location
-    project = make_project(probe.approved / "project")
-    site = make_site(
-        "a",
-        approvedDirectories=[str(probe.approved)],
-        spawnea={
-            "projects": [{"id": "proj", "name": "Project", "path": str(project.path)}],
-            "harnesses": [
-                {
-                    "id": "fake",
-                    "name": "Fake TUI",
-                    "kind": "generic",
-                    "command": [sys.executable, str(FAKE_TUI)],
-                    "readyPattern": "^fake>",
-                }
-            ],
-        },
-    )
-    return site, project
-
-
-def tmux_socket(site: Site) -> Path:
-    """The daemon's private tmux server (``SpawneaService.socket_path``)."""
-    digest = hashlib.sha256(os.path.realpath(site.state).encode()).hexdigest()[:12]
-    return site.runtime / "baton" / "tmux" / f"tmux-{digest}.sock"
 
 
 async def test_spawnea_over_the_gateway_binds_scopes_and_gets_approved(

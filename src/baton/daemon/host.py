@@ -7,8 +7,9 @@ surface shares (so bridges share its writer locks and capacity), and serves:
   descriptor, unless ``BATON_CONTROL_ENABLED`` / ``SPAWNEA_CONTROL_ENABLED`` turns it off;
 - the admin API (:mod:`baton.daemon.admin`) on ``admin.sock``;
 - the HTTP listener for ``daemon.httpSurface`` when the config says ``transport: "http"``;
-- the dashboard, when the config has a ``dashboard`` section and one is mounted
-  (:meth:`Daemon.mount_dashboard`).
+- the web dashboard (:mod:`baton.daemon.dashboard`) on ``127.0.0.1``, when the config has a
+  ``dashboard`` section; its login handshake is published in the state directory for
+  ``baton dashboard-url``.
 
 Start-up refusals (state directory owned or unsafe, database unusable, the runtime descriptor
 naming another live daemon, a socket path in use) change nothing. On SIGTERM or SIGINT it stops
@@ -45,7 +46,6 @@ from baton.daemon.admin import (
     serve_admin_connection,
 )
 from baton.daemon.approvals import Approvals
-from baton.daemon.dashboard import DashboardFactory, serve_dashboard
 from baton.daemon.gateway import Gateway
 from baton.daemon.runtime_file import (
     IDENTITY_VARIABLES,
@@ -100,7 +100,6 @@ class Daemon:
         self.services: DaemonServices | None = None
         self.surfaces: dict[str, GatewaySurface | None] = {}
         self.dashboard_url: str | None = None
-        self._dashboard: DashboardFactory | None = None
         self._stop: anyio.Event | None = None
         self._stop_requested = False
 
@@ -155,11 +154,6 @@ class Daemon:
             if _accepting(path):
                 raise StateError(f"socket {path} is in use by another process; stop it first")
 
-    def mount_dashboard(self, app_factory: DashboardFactory) -> None:
-        """Serve ``app_factory(services)`` (an ASGI app) on ``127.0.0.1:<dashboard.port>`` when
-        the config has a ``dashboard`` section. Call before :meth:`run`."""
-        self._dashboard = app_factory
-
     # -- running ---------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -205,15 +199,19 @@ class Daemon:
         admin_listener = await anyio.create_unix_listener(paths.admin_socket, mode=0o600)
         stack.push_async_callback(admin_listener.aclose)
         write_private_file(self.state_dir / ADMIN_TOKEN_NAME, (admin_token + "\n").encode())
-        record = {
-            "pid": os.getpid(),
-            "startedAt": self.started_at,
-            "adminSocketPath": str(paths.admin_socket),
-            "runtimeFile": str(paths.descriptor) if self.gateway_enabled else None,
-        }
-        write_private_file(self.state_dir / DAEMON_RECORD, json.dumps(record).encode())
-        self.engine.workers.prime()
         async with anyio.create_task_group() as tg:
+            # First: a dashboard port that cannot be bound refuses the start before any client
+            # can find this daemon (and before spare workers are started).
+            await self._start_dashboard(tg)
+            self.engine.workers.prime()
+            record = {
+                "pid": os.getpid(),
+                "startedAt": self.started_at,
+                "adminSocketPath": str(paths.admin_socket),
+                "runtimeFile": str(paths.descriptor) if self.gateway_enabled else None,
+                "dashboard": self.dashboard_url,
+            }
+            write_private_file(self.state_dir / DAEMON_RECORD, json.dumps(record).encode())
 
             async def admin_connection(stream: Any) -> None:
                 async with stream:
@@ -231,7 +229,7 @@ class Daemon:
                 write_descriptor(paths.descriptor, descriptor)  # last: clients may now come
             else:
                 log.warning("gateway disabled (%s)", disabled_by(self._env))
-            self._start_listeners(tg)
+            self._start_http(tg)
             tg.start_soon(approvals.resume_interrupted)
             if self._handle_signals:
                 tg.start_soon(self._watch_signals)
@@ -242,9 +240,20 @@ class Daemon:
             self._remove_descriptor(paths)  # new bridges must not find a closing gateway
             tg.cancel_scope.cancel()
 
-    def _start_listeners(self, tg: anyio.abc.TaskGroup) -> None:
-        """The optional HTTP listener and dashboard."""
+    async def _start_dashboard(self, tg: anyio.abc.TaskGroup) -> None:
+        """The web dashboard, when the config has a ``dashboard`` section: serving (and its
+        login handshake published in the state directory) when this returns."""
         assert self.services is not None
+        if self.config.dashboard is None:
+            return
+        from baton.daemon.dashboard import serve
+
+        self.dashboard_url = await tg.start(
+            serve, self.services, self.config.dashboard.port, self.state_dir
+        )
+
+    def _start_http(self, tg: anyio.abc.TaskGroup) -> None:
+        """The optional HTTP listener of ``daemon.httpSurface``."""
         if self.config.transport == "http":
             from baton.transports.http import serve_http
 
@@ -253,15 +262,6 @@ class Daemon:
             if surface is None:
                 raise StateError(f"surface {name} of daemon.httpSurface is not available")
             tg.start_soon(serve_http, surface.build_connection(name, name), self.config)
-        if self.config.dashboard is not None:
-            if self._dashboard is None:
-                log.warning("the config has a dashboard section, but no dashboard is mounted")
-            else:
-                app = self._dashboard(self.services)
-                tg.start_soon(serve_dashboard, app, self.config.dashboard.port, self._on_dashboard)
-
-    def _on_dashboard(self, url: str) -> None:
-        self.dashboard_url = url
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -14,21 +14,77 @@ One :class:`~baton.engine.spawnea.service.SpawneaService` per daemon, on the dae
 At daemon start the service re-adopts the tmux panes it recorded; at shutdown it stops watching
 them (the agents keep running). Operator approvals run through the service's finalizer, which
 stops the session's agent before any git mutation and records the session closed.
+
+Every connection's scope (with its Agent Context log, ``Scope.calls``) is kept in a
+:class:`Connections` registry, ``services.extras[CONNECTIONS]``, for the dashboard: open ones, and
+the last :data:`CLOSED_KEPT` closed ones, so a finished connection can still be inspected.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from typing import TYPE_CHECKING
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from baton.daemon.seam import DaemonServices, GatewaySurface, Refusal
+from baton.engine.clock import utc_now
 from baton.errors import BatonError
 
 if TYPE_CHECKING:
+    from baton.engine.spawnea.scope import Scope
     from baton.git import FinalizationRequest
     from baton.surfaces.base import SurfaceServer
 
 log = logging.getLogger(__name__)
+
+CONNECTIONS: Final = "spawnea.connections"
+"""The key of the :class:`Connections` registry in ``services.extras``."""
+CLOSED_KEPT: Final = 50
+"""Closed connections kept for the Agent Context log (each keeps at most 200 calls)."""
+
+
+@dataclass
+class Connection:
+    """One Spawnea connection: its number in this daemon (1, 2, ...), its scope, and UTC ISO
+    times it opened and closed (None while open)."""
+
+    number: int
+    scope: Scope
+    opened_at: str
+    closed_at: str | None = None
+
+
+class Connections:
+    """The Spawnea connections of this daemon: every open one and the last ``closed_kept``
+    closed ones. :attr:`changes` counts openings and closings."""
+
+    def __init__(self, closed_kept: int = CLOSED_KEPT) -> None:
+        # By id(scope): a scope is one connection's, and the entry holds it, so its id is unique
+        # among open connections (Scope is a mutable dataclass, hence unhashable).
+        self._open: dict[int, Connection] = {}
+        self._closed: deque[Connection] = deque(maxlen=closed_kept)
+        self._numbers = itertools.count(1)
+        self.changes = 0
+
+    def opened(self, scope: Scope) -> Connection:
+        connection = Connection(next(self._numbers), scope, utc_now())
+        self._open[id(scope)] = connection
+        self.changes += 1
+        return connection
+
+    def closed(self, scope: object) -> None:
+        """The connection of ``scope`` ended (an identity never built is ignored)."""
+        connection = self._open.pop(id(scope), None)
+        if connection is not None and connection.scope is scope:
+            connection.closed_at = utc_now()
+            self._closed.append(connection)
+            self.changes += 1
+
+    def listed(self) -> list[Connection]:
+        """Kept closed connections, then open ones; each group oldest first."""
+        return [*self._closed, *self._open.values()]
 
 
 def gateway_surface(services: DaemonServices) -> GatewaySurface:
@@ -40,6 +96,8 @@ def gateway_surface(services: DaemonServices) -> GatewaySurface:
     runtime_file = str(services.runtime.descriptor) if services.runtime is not None else None
     service = SpawneaService(services.engine, runtime_file=runtime_file)
     services.extras["spawnea"] = service
+    connections = Connections()
+    services.extras[CONNECTIONS] = connections
 
     async def execute(request_id: str) -> FinalizationRequest:
         final: FinalizationRequest = await service.finalizer.execute(request_id)
@@ -58,7 +116,9 @@ def gateway_surface(services: DaemonServices) -> GatewaySurface:
     def build(surface: str, identity: object) -> SurfaceServer:
         if not isinstance(identity, Scope):
             raise TypeError(f"a Spawnea connection needs a Scope, not {type(identity).__name__}")
-        return build_connection_server(service, identity)
+        server = build_connection_server(service, identity)
+        connections.opened(identity)
+        return server
 
     async def start() -> None:
         counts = await service.recover()
@@ -69,6 +129,7 @@ def gateway_surface(services: DaemonServices) -> GatewaySurface:
         "spawnea",
         authorize,
         build,
+        on_disconnect=connections.closed,
         accepts_session_id=True,
         start=start,
         stop=service.shutdown,

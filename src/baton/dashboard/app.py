@@ -29,7 +29,8 @@ CSRF and headers (:class:`~baton.dashboard.access.Access`), then Starlette's rou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Final
 
 from starlette.applications import Starlette
@@ -80,12 +81,14 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 @dataclass
 class Deps:
-    """What the routes share: the provider, the templates, and how many pages are open (a
-    stream counts as one open page; Spawnea's ``deliveredToRenderer`` reads it)."""
+    """What the routes share: the provider, the templates, how many pages are open (a stream
+    counts as one open page; Spawnea's ``deliveredToRenderer`` reads it), and whether the
+    server is stopping (open streams end at once instead of holding the shutdown)."""
 
     provider: DashboardProvider
     templates: Jinja2Templates
     viewers: int = 0
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Dashboard:
@@ -151,6 +154,11 @@ class Dashboard:
     def viewers(self) -> int:
         """Pages open right now (one event stream each)."""
         return self.deps.viewers
+
+    def stop_streams(self) -> None:
+        """End every open event stream now (the server is stopping; browsers reconnect to
+        whatever serves next)."""
+        self.deps.stopping.set()
 
     def login_url(self, base_url: str) -> str:
         """A fresh one-time login URL under ``base_url`` (``http://127.0.0.1:PORT/``)."""

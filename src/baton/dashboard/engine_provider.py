@@ -5,12 +5,14 @@ logs and pending prompts from :attr:`Engine.live <baton.engine.engine.Engine.liv
 through :meth:`PendingPrompts.answer <baton.engine.prompts.PendingPrompts.answer>`, the same
 validation ``droid_respond`` uses; diffs through :func:`baton.workspace_diff.workspace_diff`.
 
-Finalization approvals come from W2-D's :class:`baton.git.Finalizations` when one is given (the
-daemon's); approving runs the request at once (``approve`` then ``execute``, in a worker thread:
-the library blocks on git). What lives in the daemon (W2-E) is answered empty here: the Agent
-Context log, Spawnea's UI state and tmux pane snapshots. The daemon subclasses this provider and
-overrides those methods (and :meth:`EngineProvider.activity_marks`, so their changes reach open
-pages).
+Finalization approvals come from W2-D's :class:`baton.git.Finalizations` when one is given;
+approving runs the request at once (``approve`` then ``execute``, in a worker thread: the library
+blocks on git). What lives in the daemon (W2-E) is answered empty here: the Agent Context log,
+Spawnea's UI state and tmux pane snapshots. The daemon's provider
+(:class:`baton.daemon.dashboard.DaemonProvider`) subclasses this one and overrides those methods,
+the approvals (its own, on the daemon's loop), :meth:`EngineProvider.live_logs` (Spawnea's tmux
+sessions are live outside ``Engine.live``) and :meth:`EngineProvider.activity_marks`, so their
+changes reach open pages.
 
 Waiting: an :class:`~baton.engine.eventlog.EventLog` wakes its waiters only on *wakeful* events
 (a tool call does not wake a ``droid_wait``), and the engine has no signal for "a session went
@@ -28,6 +30,7 @@ import json
 import os
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from baton.dashboard.approvals import Approvals
@@ -48,6 +51,7 @@ from baton.dashboard.provider import (
 )
 from baton.dashboard.queries import head_states, turn_rows
 from baton.engine.engine import Engine
+from baton.engine.eventlog import EventLog
 from baton.engine.live_session import LiveSession
 from baton.engine.recorder import RunRecorder
 from baton.errors import BatonError
@@ -63,6 +67,22 @@ TURNS_SHOWN = 25
 FINAL_TEXT_LIMIT = 65_536
 
 
+@dataclass(frozen=True, slots=True)
+class LiveLog:
+    """A live session as the pages show and stream it.
+
+    ``log`` is its event log (one per live session: a new live session of the same Baton session
+    has a new log, hence a new stream); ``state`` the word the list shows (``waiting``,
+    ``running``, ``idle`` for an engine session; a hosted tmux session's own status such as
+    ``working`` or ``needs_input``); ``ended``: no more events will come in this log (the
+    session is no longer live; its last events may still be read).
+    """
+
+    log: EventLog
+    state: str
+    ended: bool = False
+
+
 class EngineProvider:
     """The dashboard's view of one :class:`Engine` (see the module docstring)."""
 
@@ -72,7 +92,8 @@ class EngineProvider:
         self.approvals = Approvals(finalizations)
         # Stream ids: unique per live session within this process, and across restarts thanks
         # to the engine's epoch (a browser's old cursor never names a new stream).
-        self._streams: weakref.WeakKeyDictionary[LiveSession, str] = weakref.WeakKeyDictionary()
+        # Keyed by the log itself: one log per live session, whoever hosts it.
+        self._streams: weakref.WeakKeyDictionary[EventLog, str] = weakref.WeakKeyDictionary()
         self._serials = itertools.count(1)
         self._epoch = engine.epoch.rsplit("-", 1)[-1][:8]
 
@@ -86,8 +107,10 @@ class EngineProvider:
         waiting = self._waiting_keys()
         ui = self.ui_state()
         active = ui.active_session_key if ui is not None else None
+        lives = self.live_logs()
         summaries = [
-            self._summary(row, heads.get(row["head_run_id"] or ""), waiting, active) for row in rows
+            self._summary(row, heads.get(row["head_run_id"] or ""), waiting, active, lives)
+            for row in rows
         ]
         return SessionPage(summaries, total, offset, limit)
 
@@ -97,18 +120,17 @@ class EngineProvider:
         return keys
 
     def _summary(
-        self, row: Row, head_state: str | None, waiting: set[str], active: str | None
+        self,
+        row: Row,
+        head_state: str | None,
+        waiting: set[str],
+        active: str | None,
+        lives: Mapping[str, LiveLog],
     ) -> SessionSummary:
         key = row["session_key"]
-        live = self.engine.live.get(key)
-        if live is not None and live.prompts.listed():
-            state = "waiting"
-        elif live is not None and live.busy:
-            state = "running"
-        elif live is not None:
-            state = "idle"
-        else:
-            state = head_state or row["status"]
+        live = lives.get(key)
+        is_live = live is not None and not live.ended
+        state = live.state if live is not None and is_live else head_state or row["status"]
         return SessionSummary(
             session_key=key,
             surface=row["surface"],
@@ -116,7 +138,7 @@ class EngineProvider:
             workspace=row["workspace"],
             name=row["name"],
             state=state,
-            live=live is not None,
+            live=is_live,
             last_activity=row["updated_at"] or row["created_at"],
             waiting=key in waiting,
             active=key == active,
@@ -135,6 +157,7 @@ class EngineProvider:
             head["state"] if head else None,
             self._waiting_keys(),
             ui.active_session_key if ui else None,
+            self.live_logs(),
         )
         live = self.engine.live.get(session_key)
         recorder = live.recorder(head_id) if live is not None and head_id else None
@@ -158,34 +181,48 @@ class EngineProvider:
 
     # -- the live event stream -------------------------------------------------------------------
 
-    def _stream(self, live: LiveSession) -> str:
-        stream = self._streams.get(live)
+    def live_logs(self) -> dict[str, LiveLog]:
+        """The live sessions, by session key: their event logs and state words.
+
+        Here: the engine's live sessions (:attr:`Engine.live`). A host with live sessions of its
+        own outside the engine (the daemon's Spawnea tmux sessions) overrides this and adds them;
+        the list's state, the live event stream, the activity marks and the waits all read it.
+        Called once per read or wait (cheap: in-memory, one entry per live session).
+        """
+        return {
+            key: LiveLog(live.log, _engine_state(live), live.log.closed)
+            for key, live in self.engine.live.items()
+        }
+
+    def _stream(self, log: EventLog) -> str:
+        stream = self._streams.get(log)
         if stream is None:
             stream = f"{self._epoch}.{next(self._serials)}"
-            self._streams[live] = stream
+            self._streams[log] = stream
         return stream
 
     def read_events(
         self, session_key: str, after: Cursor | None, max_events: int
     ) -> EventBatch | None:
-        live = self.engine.live.get(session_key)
+        live = self.live_logs().get(session_key)
         if live is None:
             return None
-        stream = self._stream(live)
+        log = live.log
+        stream = self._stream(log)
         reset = after is None or after.stream != stream
-        got = live.log.read(0 if reset or after is None else after.seq, max_events)
+        got = log.read(0 if reset or after is None else after.seq, max_events)
         events = [EventView(e.seq, e.at, e.type, e.data) for e in got.events]
-        closed = live.log.closed and got.next_seq >= live.log.last_seq
+        closed = (live.ended or log.closed) and got.next_seq >= log.last_seq
         return EventBatch(stream, events, got.next_seq, got.gap, reset, closed)
 
     async def wait_events(self, session_key: str, after: Cursor, timeout_s: float) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            live = self.engine.live.get(session_key)
-            if live is None or self._stream(live) != after.stream:
+            live = self.live_logs().get(session_key)
+            if live is None or self._stream(live.log) != after.stream:
                 return True
-            if live.log.last_seq > after.seq or live.log.closed:
+            if live.log.last_seq > after.seq or live.ended or live.log.closed:
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -194,15 +231,15 @@ class EngineProvider:
 
     def activity_marks(self) -> list[str]:
         """What the pages show that may change, as short strings (the activity token hashes
-        them): every live session's stream, newest ``seq``, open/closed and prompt count.
-        Subclasses append their own marks (a version of the finalizations, the UI state, the
-        Agent Context log)."""
+        them): the pending finalizations, every live session's stream, newest ``seq``, state and
+        end, and the engine sessions' prompt counts. Subclasses append their own marks (the UI
+        state, the Agent Context log)."""
         marks = [f"finalizations:{f.request_id}" for f in self.pending_finalizations()]
-        for key, live in self.engine.live.items():
+        for key, live in self.live_logs().items():
             log = live.log
-            marks.append(
-                f"{key}:{self._stream(live)}:{log.last_seq}:{log.closed}:{len(live.prompts.listed())}"
-            )
+            marks.append(f"{key}:{self._stream(log)}:{log.last_seq}:{live.ended}:{live.state}")
+        for key, session in self.engine.live.items():
+            marks.append(f"prompts:{key}:{len(session.prompts.listed())}")
         return marks
 
     def _activity_token(self) -> str:
@@ -218,7 +255,11 @@ class EngineProvider:
             if token != after or remaining <= 0:
                 return token
             tick = min(remaining, TICK_S)
-            logs = [s.log for s in self.engine.live.values() if not s.log.closed]
+            logs = [
+                live.log
+                for live in self.live_logs().values()
+                if not live.ended and not live.log.closed
+            ]
             if not logs:
                 await asyncio.sleep(tick)
                 continue
@@ -312,6 +353,13 @@ class EngineProvider:
             return None
         files = [DiffFileView(f.path, f.added, f.deleted, f.binary, f.untracked) for f in got.files]
         return DiffView(got.text, got.truncated, files)
+
+
+def _engine_state(live: LiveSession) -> str:
+    """``waiting`` (a prompt waits for an answer), ``running`` (a turn runs) or ``idle``."""
+    if live.prompts.listed():
+        return "waiting"
+    return "running" if live.busy else "idle"
 
 
 def _turn(row: Row) -> TurnSummary:

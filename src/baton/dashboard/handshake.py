@@ -93,7 +93,7 @@ def read_handshake(state_directory: Path) -> Handshake:
     except FileNotFoundError:
         raise StateError(
             f"no dashboard is running for the state directory {state_directory} "
-            "(start it with: baton daemon --config CFG)"
+            '(give the config a "dashboard" section and start: baton daemon --config CFG)'
         ) from None
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc

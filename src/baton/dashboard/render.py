@@ -73,7 +73,8 @@ def event_summary(event: EventView) -> str:
     if kind in ("turn_completed", "unrelated_turn_completed"):
         return f"reason {data.get('reason')}"
     if kind == "session_opened":
-        return f"agent session {data.get('sessionId')}"
+        # An engine session names its agent session; a hosted tmux session its tmux session.
+        return f"agent session {data.get('sessionId') or data.get('tmuxSession')}"
     if kind in ("error", "open_failed"):
         return clip(data.get("message", ""))
     if kind == "screen_state":

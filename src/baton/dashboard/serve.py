@@ -131,6 +131,11 @@ class DashboardServer:
         """Stop serving (open streams get :data:`SHUTDOWN_GRACE_S`), withdraw the handshake."""
         if self.state_directory is not None and self.dashboard is not None:
             withdraw_handshake(self.state_directory, self.dashboard.secret)
+        if self.dashboard is not None:
+            # uvicorn's graceful shutdown waits for open responses, and an event stream only
+            # ends when told (sse-starlette's own detection needs uvicorn's signal handlers,
+            # which the daemon owns).
+            self.dashboard.stop_streams()
         if self._server is not None:
             self._server.should_exit = True
         if self._task is not None:

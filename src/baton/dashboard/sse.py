@@ -17,11 +17,13 @@ Reconnecting resumes where the page was: the browser sends the last ``id`` it sa
 that starts a new ``EventSource``), and the stream sends only what followed. The page passes
 the signatures it was rendered with (``token``, ``needs``, ``prompts``), so the first answer
 tells only what changed since. A stream ends itself after :data:`STREAM_MAX_S` seconds and the
-browser reconnects with its cursor (a long-lived connection never pins a stale state).
+browser reconnects with its cursor (a long-lived connection never pins a stale state); every
+stream ends at once when the server stops (:meth:`baton.dashboard.app.Dashboard.stop_streams`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -116,9 +118,10 @@ async def _events(
     provider = deps.provider
     started = time.monotonic()
     deps.viewers += 1
+    stopping = asyncio.ensure_future(deps.stopping.wait())
     try:
         yield ServerSentEvent(retry=RETRY_MS, comment="baton dashboard")
-        while time.monotonic() - started < STREAM_MAX_S:
+        while time.monotonic() - started < STREAM_MAX_S and not stopping.done():
             token = await provider.wait_activity(None, 0)
             now = time.monotonic()
             if token != state.token:
@@ -136,8 +139,15 @@ async def _events(
                 return
             # An activity not sent yet (too soon after the last) is due at next_activity.
             due = state.next_activity - now if token != state.token else WAIT_S
-            await provider.wait_activity(token, max(min(due, WAIT_S), 0.01))
+            waiting = asyncio.ensure_future(
+                provider.wait_activity(token, max(min(due, WAIT_S), 0.01))
+            )
+            try:
+                await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiting.cancel()
     finally:
+        stopping.cancel()
         deps.viewers -= 1
 
 

@@ -16,9 +16,10 @@ import logging
 import os
 import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from baton.engine.clock import utc_now
 from baton.engine.spawnea.catalog import API_VERSION, Catalog, harness_view, project_view
 from baton.engine.spawnea.hosted import HostedSession
 from baton.engine.spawnea.scope import Scope
@@ -56,7 +57,10 @@ class ServiceBase:
         self.hosted: dict[str, HostedSession] = {}
         self.runtime_file = runtime_file
         self.ui: dict[str, Any] = {"activeSessionId": None, "activeTab": None}
-        self.dashboards_attached = 0
+        self.ui_updated_at: str | None = None
+        """When ``spawnea_activate`` last set :attr:`ui` (UTC ISO; None: never)."""
+        self.viewers: Callable[[], int] = lambda: 0
+        """How many dashboard pages are open; the daemon points it at its dashboard."""
         self.recent_errors: deque[dict[str, Any]] = deque(maxlen=20)
         self._bootstrap: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         self._children: dict[tuple[str, str], tuple[str, asyncio.Future[dict[str, Any]]]] = {}
@@ -66,6 +70,12 @@ class ServiceBase:
         self.socket_path = str(runtime_dir("tmux") / f"tmux-{digest}.sock")
         self.log_dir = os.path.join(self.config.stateDirectory, "panes")
         self._finalizer: Finalizer | None = None
+
+    @property
+    def dashboards_attached(self) -> int:
+        """Open dashboard pages: ``deliveredToRenderer`` is true only when there is one
+        (``spawnea-control-api.md``, ``spawnea_rename_session`` and ``spawnea_activate``)."""
+        return self.viewers()
 
     @property
     def finalizer(self) -> Finalizer:
@@ -219,6 +229,7 @@ class ServiceBase:
         if tab not in TABS:
             raise BatonError("invalid_argument", f"tab must be one of {list(TABS)}")
         self.ui.update(activeSessionId=session, activeTab=tab)
+        self.ui_updated_at = utc_now()
         return {
             "apiVersion": API_VERSION,
             "ui": dict(self.ui),

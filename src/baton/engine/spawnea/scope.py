@@ -30,6 +30,9 @@ class Scope:
     accepted afterwards)."""
     calls: list[dict[str, Any]] = field(default_factory=list)
     """The Agent Context log of this connection (bounded; see the service)."""
+    recorded: int = 0
+    """Calls recorded in :attr:`calls` so far, grouped ones included: it changes whenever the
+    log does (the log itself stops growing at its bound), so the dashboard can tell."""
 
     @property
     def bound(self) -> bool:

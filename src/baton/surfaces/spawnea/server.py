@@ -109,6 +109,7 @@ class SpawneaServer(SurfaceServer):
     def _remember(self, name: str, arguments: dict[str, Any], result: Any, seconds: float) -> None:
         """The Agent Context log: bounded, consecutive unchanged turn polls grouped, volatile."""
         calls = self.scope.calls
+        self.scope.recorded += 1
         ok = isinstance(result, CallToolResult) and not result.is_error
         content = getattr(result, "structured_content", None) or {}
         entry: dict[str, Any] = {
