@@ -116,10 +116,10 @@ async def running_host(
 async def start_controller_run(host: Host, prompt: str) -> str:
     """``droid_start`` through the engine (per-turn session, automatic prompt answers);
     returns the session key."""
-    view = await host.engine.start(str(host.workspace), TurnRequest(f"key-{uuid.uuid4()}", prompt))
-    row = host.store.run(view["runId"])
-    assert row is not None
-    return str(row["session_key"])
+    record = await host.engine.start(
+        str(host.workspace), TurnRequest(f"key-{uuid.uuid4()}", prompt)
+    )
+    return str(record.row["session_key"])
 
 
 async def start_droid_mcp(host: Host, prompt: str) -> tuple[str, str]:

@@ -129,8 +129,8 @@ async def test_recorded_workspace_must_still_resolve_to_itself(
 async def test_replay_and_conflict_of_a_seeded_intent(engine: Engine) -> None:
     seed(engine, "s7", [("f1", "succeeded")], "uuid-7")
     workspace = engine.config.approvedDirectories[0] + "/app"
-    view = await engine.start(workspace, TurnRequest("key-f1", "p-f1"))
-    assert view["runId"] == "f1"
+    record = await engine.start(workspace, TurnRequest("key-f1", "p-f1"))
+    assert record.row["run_id"] == "f1" and record.terminal
     with pytest.raises(BatonError) as caught:
         await engine.start(workspace, TurnRequest("key-f1", "p-f1", reasoning_effort="high"))
     assert caught.value.code == "idempotency_conflict"

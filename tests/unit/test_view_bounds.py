@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from baton.engine.views import EVENT_LIMIT, VIEW_LIMIT, run_view
 from baton.paging import utf16_len
+from baton.surfaces.controller_views import EVENT_LIMIT, VIEW_LIMIT, run_view
 
 
 def row(**overrides: Any) -> dict[str, Any]:

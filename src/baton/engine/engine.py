@@ -26,6 +26,7 @@ from baton.engine.lease import WorkerLease
 from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder, HeldLock, WorkspaceLocks
 from baton.engine.policy import POLICIES, SurfacePolicy
+from baton.engine.records import ResultPage, RunPage, RunRecord
 from baton.engine.runs import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
 from baton.engine.workspaces import TreeLock, find_conflict
 from baton.errors import BatonError
@@ -80,29 +81,27 @@ class Engine:
 
     # -- the controller's commands (``baton.engine.runs``) ---------------------------------------
 
-    async def start(self, workspace: str, request: TurnRequest) -> dict[str, Any]:
+    async def start(self, workspace: str, request: TurnRequest) -> RunRecord:
         """``droid_start``: see :meth:`ControllerRuns.start`."""
         return await self.controller.start(workspace, request)
 
-    async def continue_(self, run_id: str, request: TurnRequest) -> dict[str, Any]:
+    async def continue_(self, run_id: str, request: TurnRequest) -> RunRecord:
         """``droid_continue``: see :meth:`ControllerRuns.continue_`."""
         return await self.controller.continue_(run_id, request)
 
-    def status(self, run_id: str) -> dict[str, Any]:
+    def status(self, run_id: str) -> RunRecord:
         """``droid_status``: see :meth:`ControllerRuns.status`."""
         return self.controller.status(run_id)
 
-    def result(
-        self, run_id: str, offset: int = 0, limit: int = RESULT_LIMIT_DEFAULT
-    ) -> dict[str, Any]:
+    def result(self, run_id: str, offset: int = 0, limit: int = RESULT_LIMIT_DEFAULT) -> ResultPage:
         """``droid_result``: see :meth:`ControllerRuns.result`."""
         return self.controller.result(run_id, offset, limit)
 
-    def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> dict[str, Any]:
+    def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> RunPage:
         """``droid_list``: see :meth:`ControllerRuns.list_runs`."""
         return self.controller.list_runs(offset, limit)
 
-    async def cancel(self, run_id: str) -> dict[str, Any]:
+    async def cancel(self, run_id: str) -> RunRecord:
         """``droid_cancel``: see :meth:`ControllerRuns.cancel`."""
         return await self.controller.cancel(run_id)
 

@@ -2,7 +2,8 @@
 ``controller-tools.md``).
 
 A run is one turn of a session, executed by its own worker (lifetime ``per_turn``). Every command
-validates first and changes nothing when it rejects. The checks that must be atomic with the
+validates first and changes nothing when it rejects. Commands return records
+(:mod:`baton.engine.records`); the surface renders them. The checks that must be atomic with the
 insert (intent replay, session head and busy, tree locks, capacity) run with no ``await`` between
 check and commit. When the only obstacle to a start or continue is a run that is already
 terminal and still cleaning up its processes, the command waits for that cleanup (bounded by the
@@ -23,8 +24,8 @@ from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder
 from baton.engine.policy import CONTROLLER
 from baton.engine.recorder import RunRecorder
+from baton.engine.records import TERMINAL_STATES, CancelNote, ResultPage, RunPage, RunRecord
 from baton.engine.validation import OFFSET_MAX, check_request, effective_autonomy
-from baton.engine.views import TERMINAL_STATES, outcome_view, run_summary, run_view
 from baton.engine.workspaces import approve_workspace, check_workspace_spelling, shown
 from baton.errors import BatonError
 from baton.paging import page_utf16
@@ -51,8 +52,8 @@ class ControllerRuns:
 
     # -- commands ----------------------------------------------------------------------------
 
-    async def start(self, workspace: str, request: TurnRequest) -> dict[str, Any]:
-        """Accept a new session's first run (``droid_start``). Returns the run view.
+    async def start(self, workspace: str, request: TurnRequest) -> RunRecord:
+        """Accept a new session's first run (``droid_start``). Returns its record.
 
         Raises
         ------
@@ -86,8 +87,8 @@ class ControllerRuns:
         self._launch(accepted, request.prompt, None)
         return self.status(run_id)
 
-    async def continue_(self, run_id: str, request: TurnRequest) -> dict[str, Any]:
-        """Accept the next run of ``run_id``'s session (``droid_continue``): the NEW run's view.
+    async def continue_(self, run_id: str, request: TurnRequest) -> RunRecord:
+        """Accept the next run of ``run_id``'s session (``droid_continue``): the NEW run's record.
 
         Raises
         ------
@@ -145,23 +146,23 @@ class ControllerRuns:
             request.puck_conversation_id or default_routing,
         )
 
-    def status(self, run_id: str) -> dict[str, Any]:
-        """The run view (``droid_status``). Raises ``unknown_run``."""
+    def status(self, run_id: str) -> RunRecord:
+        """The run's record (``droid_status``). Raises ``unknown_run``."""
         row = self._row(run_id)
         live = self.engine.live.get(row["session_key"])
         recorder = live.recorder(run_id) if live is not None else None
-        view = run_view(row, recorder.live_view() if recorder is not None else None)
-        view["cleanupPending"] = bool(
-            view["terminal"]
-            and live is not None
-            and recorder is not None
-            and not live.gone.is_set()
+        return RunRecord(
+            row,
+            recorder.live_view() if recorder is not None else None,
+            cleanup_pending=bool(
+                row["state"] in TERMINAL_STATES
+                and live is not None
+                and recorder is not None
+                and not live.gone.is_set()
+            ),
         )
-        return view
 
-    def result(
-        self, run_id: str, offset: int = 0, limit: int = RESULT_LIMIT_DEFAULT
-    ) -> dict[str, Any]:
+    def result(self, run_id: str, offset: int = 0, limit: int = RESULT_LIMIT_DEFAULT) -> ResultPage:
         """A page of the final answer in UTF-16 code units (``droid_result``).
 
         Raises
@@ -175,38 +176,21 @@ class ControllerRuns:
         if not 1 <= limit <= RESULT_LIMIT_MAX:
             raise BatonError("invalid_argument", f"limit must be between 1 and {RESULT_LIMIT_MAX}")
         row = self._row(run_id)
-        page = page_utf16(row["result_text"] or "", offset, limit)
-        return {
-            "runId": run_id,
-            "state": row["state"],
-            "terminal": row["state"] in TERMINAL_STATES,
-            "resultAvailable": bool(row["result_available"]),
-            "outcome": outcome_view(row),
-            "text": page.text,
-            "offset": page.offset,
-            "nextOffset": page.next_offset,
-            "totalLength": page.total_length,
-        }
+        return ResultPage(row, page_utf16(row["result_text"] or "", offset, limit))
 
-    def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> dict[str, Any]:
+    def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> RunPage:
         """Runs newest first (``droid_list``). Raises ``invalid_argument`` on bad paging."""
         if not 0 <= offset <= OFFSET_MAX:
             raise BatonError("invalid_argument", f"offset must be between 0 and {OFFSET_MAX}")
         if not 1 <= limit <= LIST_LIMIT_MAX:
             raise BatonError("invalid_argument", f"limit must be between 1 and {LIST_LIMIT_MAX}")
         rows, total = self.store.controller_runs_page(offset, limit)
-        end = offset + len(rows)
-        return {
-            "runs": [run_summary(row) for row in rows],
-            "offset": offset,
-            "nextOffset": end if end < total else None,
-            "total": total,
-        }
+        return RunPage(rows, offset, total)
 
-    async def cancel(self, run_id: str, *, timed_out: bool = False) -> dict[str, Any]:
+    async def cancel(self, run_id: str, *, timed_out: bool = False) -> RunRecord:
         """Cancel a live run (``droid_cancel``); a terminal run is left as it is, and said so.
 
-        The view gains ``cancel: {changed, message}``. Raises ``unknown_run``.
+        The record carries a :class:`CancelNote`. Raises ``unknown_run``.
         """
         row = self._row(run_id)
         live = self.engine.live.get(row["session_key"])
@@ -226,9 +210,10 @@ class ControllerRuns:
                 if changed
                 else "cancellation was already requested; poll droid_status until terminal"
             )
-        view = self.status(run_id)
-        view["cancel"] = {"changed": changed, "message": message}
-        return view
+        record = self.status(run_id)
+        return RunRecord(
+            record.row, record.live, record.cleanup_pending, CancelNote(changed, message)
+        )
 
     async def models(self) -> dict[str, Any]:
         """The live catalogue (``droid_models``). Raises ``model_discovery_failed``."""
@@ -236,7 +221,7 @@ class ControllerRuns:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def _replay(self, operation: str, target: str, request: TurnRequest) -> dict[str, Any] | None:
+    def _replay(self, operation: str, target: str, request: TurnRequest) -> RunRecord | None:
         """The existing run for an exact retry; ``idempotency_conflict`` for a different one.
 
         Omitted autonomy, reasoning and routing mean the originally accepted values.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ClassVar, Final
 
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -24,6 +23,7 @@ from baton.engine.engine import Engine
 from baton.engine.intents import TurnRequest
 from baton.errors import BatonError
 from baton.surfaces.base import SurfaceServer
+from baton.surfaces.controller_views import render_list, render_result, render_run
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +70,10 @@ follows this value (``baton.transports.http.request_deadline_s``)."""
 
 
 def _ok(payload: dict[str, Any]) -> CallToolResult:
+    """A tool's answer: ``payload`` as text and as ``structuredContent`` (a :class:`BatonError`
+    raised by an engine command is rendered by :class:`ControllerServer` instead)."""
     text = json.dumps(payload, ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
-
-
-async def _call(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]) -> CallToolResult:
-    """Run an engine command; its :class:`BatonError` is rendered by :class:`ControllerServer`."""
-    result = action()
-    if not isinstance(result, dict):
-        result = await result
-    return _ok(result)
 
 
 class ControllerServer(SurfaceServer):
@@ -131,7 +125,7 @@ def build_server(engine: Engine) -> ControllerServer:
         annotations=_READ_ONLY,
     )
     async def droid_models() -> CallToolResult:
-        return await _call(engine.models)
+        return _ok(await engine.models())
 
     @server.tool(
         name="droid_start",
@@ -152,14 +146,10 @@ def build_server(engine: Engine) -> ControllerServer:
         autonomy: Autonomy = None,
         puckConversationId: PuckId = None,
     ) -> CallToolResult:
-        return await _call(
-            lambda: engine.start(
-                workspace,
-                TurnRequest(
-                    requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
-                ),
-            )
+        request = TurnRequest(
+            requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
         )
+        return _ok(render_run(await engine.start(workspace, request)))
 
     @server.tool(
         name="droid_continue",
@@ -179,14 +169,10 @@ def build_server(engine: Engine) -> ControllerServer:
         autonomy: Autonomy = None,
         puckConversationId: PuckId = None,
     ) -> CallToolResult:
-        return await _call(
-            lambda: engine.continue_(
-                runId,
-                TurnRequest(
-                    requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
-                ),
-            )
+        request = TurnRequest(
+            requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
         )
+        return _ok(render_run(await engine.continue_(runId, request)))
 
     @server.tool(
         name="droid_status",
@@ -196,7 +182,7 @@ def build_server(engine: Engine) -> ControllerServer:
         annotations=_READ_ONLY,
     )
     async def droid_status(runId: RunId) -> CallToolResult:
-        return await _call(lambda: engine.status(runId))
+        return _ok(render_run(engine.status(runId)))
 
     @server.tool(
         name="droid_result",
@@ -210,7 +196,7 @@ def build_server(engine: Engine) -> ControllerServer:
         offset: Annotated[int, Field(json_schema_extra={"minimum": 0})] = 0,
         limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 16000})] = 12000,
     ) -> CallToolResult:
-        return await _call(lambda: engine.result(runId, offset, limit))
+        return _ok(render_result(engine.result(runId, offset, limit)))
 
     @server.tool(
         name="droid_list",
@@ -222,7 +208,7 @@ def build_server(engine: Engine) -> ControllerServer:
         offset: Annotated[int, Field(json_schema_extra={"minimum": 0})] = 0,
         limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 100})] = 25,
     ) -> CallToolResult:
-        return await _call(lambda: engine.list_runs(offset, limit))
+        return _ok(render_list(engine.list_runs(offset, limit)))
 
     @server.tool(
         name="droid_cancel",
@@ -234,6 +220,6 @@ def build_server(engine: Engine) -> ControllerServer:
         ),
     )
     async def droid_cancel(runId: RunId) -> CallToolResult:
-        return await _call(lambda: engine.cancel(runId))
+        return _ok(render_run(await engine.cancel(runId)))
 
     return server

@@ -1,6 +1,7 @@
 """JSON views of runs, as ``controller-tools.md`` ("Run view") pins them.
 
-Views are built from a store row, overlaid with the fresher in-memory progress of a live run.
+Views are rendered from the engine's records (:mod:`baton.engine.records`): a store row, overlaid
+with the fresher in-memory progress of a live run.
 Every string is bounded: events (last 20) have text fields of at most 4000 UTF-16 code units and
 are at most 8000 as a whole; ``textTail`` and ``stderrTail`` at most 16000; and the whole view at
 most 32000 (:func:`bound_view`), so one call can never flood a caller's context (issue W2-1,
@@ -12,12 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from baton.engine.records import TERMINAL_STATES, ResultPage, RunPage, RunRecord
 from baton.harnesses.bounded import TAIL_LIMIT, bounded
 from baton.paging import tail, utf16_len
 
-TERMINAL_STATES = frozenset(
-    {"succeeded", "failed", "cancelled", "interrupted", "timed_out", "unknown"}
-)
 EVENTS_KEPT = 20
 #: Largest JSON size of one event, in UTF-16 code units.
 EVENT_LIMIT = 8000
@@ -145,3 +144,42 @@ def run_view(row: dict[str, Any], live: dict[str, Any] | None = None) -> dict[st
     )
     # Headroom for the small fields the commands add (cleanupPending, cancel).
     return bound_view(view, VIEW_LIMIT - 500)
+
+
+def render_run(record: RunRecord) -> dict[str, Any]:
+    """The run view of ``droid_start``, ``droid_continue``, ``droid_status`` and
+    ``droid_cancel``: :func:`run_view` plus ``cleanupPending`` and, after a cancel, ``cancel:
+    {changed, message}``."""
+    view = run_view(record.row, dict(record.live) if record.live is not None else None)
+    view["cleanupPending"] = record.cleanup_pending
+    if record.cancel is not None:
+        view["cancel"] = {"changed": record.cancel.changed, "message": record.cancel.message}
+    return view
+
+
+def render_result(result: ResultPage) -> dict[str, Any]:
+    """``droid_result``: ``{runId, state, terminal, resultAvailable, outcome, text, offset,
+    nextOffset, totalLength}`` (offsets in UTF-16 code units)."""
+    row, page = result.row, result.page
+    return {
+        "runId": row["run_id"],
+        "state": row["state"],
+        "terminal": row["state"] in TERMINAL_STATES,
+        "resultAvailable": bool(row["result_available"]),
+        "outcome": outcome_view(row),
+        "text": page.text,
+        "offset": page.offset,
+        "nextOffset": page.next_offset,
+        "totalLength": page.total_length,
+    }
+
+
+def render_list(runs: RunPage) -> dict[str, Any]:
+    """``droid_list``: ``{runs: [summary], offset, nextOffset, total}``, newest first."""
+    end = runs.offset + len(runs.rows)
+    return {
+        "runs": [run_summary(row) for row in runs.rows],
+        "offset": runs.offset,
+        "nextOffset": end if end < runs.total else None,
+        "total": runs.total,
+    }
