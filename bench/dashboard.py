@@ -35,6 +35,8 @@ from typing import Any
 
 import httpx2
 from playwright.async_api import Browser, async_playwright
+from tests.dashboard.chromium import CHROMIUM
+from tests.dashboard.chromium import CHROMIUM_FLAGS as FLAGS
 
 from baton.config import Config
 from baton.dashboard import DashboardServer, EngineProvider
@@ -51,17 +53,6 @@ from bench.servers import Context, fake_droid_launcher
 
 NAME = "dashboard"
 SIZES = (1_000, 10_000)
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 WORKSPACE = "/home/bench/project"
 PAINT_JS = """
 () => new Promise((done) => {

@@ -37,16 +37,24 @@ def runtime_dir(*parts: str) -> Path:
     """
     base = runtime_base()
     if base.name.startswith("baton-runtime-"):
-        _private_dir(base)
+        private_directory(base)
     path = base / "baton"
-    _private_dir(path)
+    private_directory(path)
     for part in parts:
         path = path / part
-        _private_dir(path)
+        private_directory(path)
     return path
 
 
-def _private_dir(path: Path) -> None:
+def private_directory(path: Path) -> None:
+    """Create ``path`` (mode 0700) if it is missing; refuse it unless it is ours and private.
+
+    Raises
+    ------
+    StateError
+        If it cannot be created, is not a directory, is not owned by us, or is group/other
+        accessible.
+    """
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         info = path.lstat()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,7 +32,7 @@ from typing import Any
 import psutil
 
 from baton.errors import StateError
-from baton.runtime import runtime_dir
+from baton.runtime import private_directory, runtime_dir
 from baton.store.statedir import write_private_file
 
 API_VERSION = "v1"
@@ -96,7 +95,7 @@ def runtime_paths(environ: Mapping[str, str] | None = None) -> RuntimePaths:
         descriptor = Path(override)
         if not descriptor.is_absolute():
             raise StateError(f"the runtime file must be an absolute path, not {override!r}")
-        _private_directory(descriptor.parent)
+        private_directory(descriptor.parent)
     paths = _beside(descriptor)
     for sock in (paths.socket, paths.admin_socket):
         if len(os.fsencode(sock)) > SOCKET_PATH_MAX:
@@ -115,20 +114,6 @@ def _beside(descriptor: Path) -> RuntimePaths:
         stem = descriptor.name.removesuffix(".json")
         sock, admin = directory / f"{stem}.sock", directory / f"{stem}.admin.sock"
     return RuntimePaths(descriptor, sock, admin, directory / f".{descriptor.name}.start.lock")
-
-
-def _private_directory(path: Path) -> None:
-    """Create ``path`` (mode 0700) if it is missing; refuse it unless it is ours and private."""
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        info = path.lstat()
-    except OSError as exc:
-        raise StateError(f"cannot create runtime directory {path}: {exc.strerror}") from exc
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise StateError(
-            f"runtime directory {path} must be a directory owned by uid {os.getuid()} with mode "
-            f"0700 (it has {stat.S_IMODE(info.st_mode):04o}); fix or remove it"
-        )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import socket
 import sys
-from collections.abc import Generator
 from pathlib import Path
 from typing import Final
 
@@ -21,7 +20,7 @@ from baton.aio import settle
 from baton.dashboard.app import Dashboard, build_dashboard_app
 from baton.dashboard.handshake import publish_handshake, withdraw_handshake
 from baton.dashboard.provider import DashboardProvider
-from baton.errors import ConfigError
+from baton.transports.listen import SignalFreeServer, bind_listener
 
 HOST: Final = "127.0.0.1"
 SHUTDOWN_GRACE_S: Final = 2
@@ -33,27 +32,6 @@ def loopback_allowlists(port: int) -> tuple[list[str], list[str]]:
     ``localhost`` and ``[::1]`` with the port, the same names as the MCP listener's default."""
     hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
     return hosts, [f"http://{host}" for host in hosts]
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the daemon owns SIGTERM/SIGINT."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
-def _bind(port: int) -> socket.socket:
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say TCP.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((HOST, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from exc
-    sock.set_inheritable(False)
-    return sock
 
 
 class DashboardServer:
@@ -75,7 +53,7 @@ class DashboardServer:
         self.state_directory = state_directory
         self.dashboard: Dashboard | None = None
         self.base_url = ""
-        self._server: _Server | None = None
+        self._server: SignalFreeServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
 
@@ -90,13 +68,13 @@ class DashboardServer:
         RuntimeError
             uvicorn stopped during startup.
         """
-        self._sock = _bind(self.port)
+        self._sock = bind_listener(HOST, self.port)
         port: int = self._sock.getsockname()[1]
         hosts, origins = loopback_allowlists(port)
         self.dashboard = build_dashboard_app(
             self.provider, allowed_hosts=hosts, allowed_origins=origins
         )
-        self._server = _Server(
+        self._server = SignalFreeServer(
             uvicorn.Config(
                 self.dashboard,
                 host=HOST,

@@ -334,23 +334,7 @@ Report: TypeAlias = Annotated[
 
 JOB: TypeAdapter[TurnJob | SessionJob | ModelsJob] = TypeAdapter(Job)
 OP: TypeAdapter[SubmitOp | RespondOp | CancelOp | CloseOp] = TypeAdapter(Op)
-REPORT: TypeAdapter[
-    Spawned
-    | SessionOpened
-    | Submitting
-    | Submitted
-    | EventReport
-    | TextReport
-    | DeclinedReport
-    | PendingReport
-    | ResolvedReport
-    | ScreenReport
-    | TerminalReport
-    | StderrReport
-    | ModelsReport
-    | OpenFailed
-    | Closed
-] = TypeAdapter(Report)
+REPORT: TypeAdapter[Report] = TypeAdapter(Report)
 
 
 def encode(message: BaseModel) -> bytes:

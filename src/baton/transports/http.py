@@ -20,11 +20,9 @@ paragraph and the one after it) and ``shared/spec/controller-tools.md`` (config 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import sys
-from collections.abc import Generator
 from typing import Final
 
 import anyio
@@ -41,6 +39,7 @@ from baton.transports.guard import (
     REQUEST_TIMEOUT_S,
     HttpGuard,
 )
+from baton.transports.listen import SignalFreeServer, bind_listener
 from baton.transports.token import MIN_TOKEN_CHARS, load_token
 
 __all__ = [
@@ -105,30 +104,6 @@ def build_http_app(server: SurfaceServer, config: Config, *, token: str, port: i
     )
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: ``baton.cli`` owns SIGTERM/SIGINT and stops us
-    by cancellation (see :func:`serve_http`)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose protocol says TCP,
-    # and without it back-to-back calls on a kept-alive connection wait ~40 ms for delayed ACKs.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    sock.set_inheritable(False)
-    return sock
-
-
 async def serve_http(server: SurfaceServer, config: Config) -> None:
     """Serve ``server``'s tools as stateless Streamable HTTP on ``config.host``:``config.port``.
 
@@ -150,11 +125,11 @@ async def serve_http(server: SurfaceServer, config: Config) -> None:
     if config.tokenFile is None:
         raise ConfigError("transport 'http' requires tokenFile (see: baton token new)")
     token = load_token(config.tokenFile)
-    sock = _bind(config.host, config.port)
+    sock = bind_listener(config.host, config.port)
     try:
         port: int = sock.getsockname()[1]
         app = build_http_app(server, config, token=token, port=port)
-        uv = _Server(
+        uv = SignalFreeServer(
             uvicorn.Config(
                 app,
                 host=config.host,
@@ -172,7 +147,7 @@ async def serve_http(server: SurfaceServer, config: Config) -> None:
         sock.close()
 
 
-async def _run(uv: _Server, sock: socket.socket, host: str, port: int) -> None:
+async def _run(uv: SignalFreeServer, sock: socket.socket, host: str, port: int) -> None:
     finished = anyio.Event()
     failure: list[BaseException] = []
 
