@@ -11,7 +11,9 @@ process serves several turns.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -292,3 +294,53 @@ async def test_one_droid_process_serves_three_turns_then_closes(
                 break
             await anyio.sleep(0.1)
         assert droid_pids(setup.home) == set()
+
+
+def serve_process(config: Path) -> psutil.Process:
+    """Our child ``baton serve --config <config>`` (the MCP client spawned it)."""
+    for child in psutil.Process().children(recursive=False):
+        with contextlib.suppress(psutil.Error):
+            if str(config) in child.cmdline():
+                return child
+    raise AssertionError(f"no server process for {config}")
+
+
+async def test_kill_9_while_a_prompt_is_pending_stops_droid_and_the_turn_is_unknown_after_restart(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    setup = Setup(tmp_path, model_server)
+    target = setup.repo / "never.txt"
+    prompt = script("k9", execute(f"printf 'x\\n' > {target}"), {"text": "done"})
+    killed = False
+    with contextlib.suppress(Exception, BaseExceptionGroup):  # the client loses its server
+        async with baton(setup.config, setup.env, "droid-mcp") as client:
+            started = await start(client, setup, "k9-1", prompt, autonomy="low")
+            session = started["sessionId"]
+            await wait_until(client, session, has_prompt, started["nextSeq"])
+            assert len(droid_pids(setup.home)) == 1
+            server = serve_process(setup.config)
+            server.kill()  # SIGKILL: no shutdown code runs
+            server.wait(10)
+            killed = True
+    assert killed
+    # The orphaned worker sees its pipe close, interrupts Droid and kills its own group.
+    for _ in range(200):
+        if not droid_pids(setup.home):
+            break
+        await anyio.sleep(0.1)
+    assert droid_pids(setup.home) == set()
+    assert not target.exists()  # the pending permission was never granted
+    async with baton(setup.config, setup.env, "droid-mcp") as client:
+        waited = await call(client, "droid_wait", {"session": session, "waitMs": 0})
+        assert waited["attention"] == []  # nothing is left to answer
+        again = await start(client, setup, "k9-1", prompt, autonomy="low")
+        assert again["sessionId"] == session and again["replayed"] is True  # not relaunched
+        assert droid_pids(setup.home) == set()
+    state = json.loads(setup.config.read_text())["stateDirectory"]
+    with contextlib.closing(sqlite3.connect(f"file:{state}/state.db?mode=ro", uri=True)) as db:
+        turns = db.execute(
+            "SELECT runs.state, sessions.status FROM runs JOIN sessions USING (session_key) "
+            "WHERE sessions.agent_session_id = ?",
+            (session,),
+        ).fetchall()
+    assert turns == [("unknown", "closed")]
