@@ -12,13 +12,9 @@ from typing import Any
 
 import pytest
 
-from baton.engine.droid_find import (
-    FindCache,
-    RepoResolver,
-    decode_cursor,
-    droid_find,
-    encode_cursor,
-)
+from baton.engine.droid_find import FindCache, droid_find
+from baton.engine.droid_find_order import decode_cursor, encode_cursor
+from baton.engine.droid_find_page import RepoResolver
 from baton.errors import BatonError
 from baton.harnesses.droid_files import SessionFileIndex
 from baton.harnesses.droid_search import SearchResult, TranscriptSearch

@@ -23,70 +23,36 @@ Output::
 with sessions ``{sessionId, title, cwd, role?, model?, autonomy?, updatedAt, archived?,
 subagent?, own}`` (optional keys only when set or true). ``incomplete`` appears when the content
 search hit its timeout.
+
+This module owns the tool's arguments, the selection (filters, query and content search) and
+what a server keeps between calls (:class:`FindCache`). The order and cursor are
+:mod:`baton.engine.droid_find_order`; grouping a page and keeping it within the size budget is
+:mod:`baton.engine.droid_find_page`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import collections
-import json
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
 from typing import Any
 
+from baton.engine.droid_find_order import SortKey, decode_cursor, order_sessions
+from baton.engine.droid_find_page import OUTPUT_BUDGET, RepoResolver, render_page
 from baton.engine.workspaces import is_within
 from baton.errors import BatonError
 from baton.harnesses.droid_files import SessionFileIndex, SessionRecord
 from baton.harnesses.droid_search import TranscriptSearch, find_rg
-from baton.paging import clip
 
 SCOPES: tuple[str, ...] = ("workstreams", "sessions", "all")
 DEFAULT_LIMIT = 40
 MAX_LIMIT = 200
-#: About how large one answer may be, in UTF-8 bytes of compact JSON (droid-mcp: ~8 KB).
-OUTPUT_BUDGET = 8192
-#: Titles are clipped to this many UTF-16 code units (Droid makes the first prompt the title).
-TITLE_LIMIT = 200
 QUERY_MAX_CHARS = 500
-CURSOR_MAX_CHARS = 2048
 
 Json = dict[str, Any]
-SortKey = tuple[int, str, int, int, str]  # (-group mtime, group id, rank, -mtime, id)
-
-
-class RepoResolver:
-    """Maps a session cwd to its repo: the nearest ancestor (or itself) that contains ``.git``.
-
-    A missing cwd, or one with no such ancestor, is its own repo. Answers are cached for
-    ``ttl_s`` seconds so a page costs no ``stat`` for cwds already seen. Thread-safe.
-    """
-
-    def __init__(self, ttl_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl = ttl_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, str]] = {}
-
-    def repo_of(self, cwd: str) -> str:
-        """The repo directory for ``cwd`` (an absolute path)."""
-        now = self._clock()
-        with self._lock:
-            hit = self._cache.get(cwd)
-            if hit is not None and hit[0] > now:
-                return hit[1]
-        repo = _nearest_git(cwd)
-        with self._lock:
-            if len(self._cache) > 50_000:
-                self._cache.clear()
-            self._cache[cwd] = (now + self._ttl, repo)
-        return repo
-
-
 MemoKey = tuple[bool, bool, str, str | None, str | None, bool]
 
 
@@ -140,17 +106,6 @@ class _Listing:
         self.incomplete = incomplete
 
 
-def _nearest_git(cwd: str) -> str:
-    current = os.path.normpath(cwd)
-    while True:
-        if os.path.lexists(os.path.join(current, ".git")):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return os.path.normpath(cwd)
-        current = parent
-
-
 # --------------------------------------------------------------------------------------------
 # Validation
 
@@ -189,44 +144,6 @@ def _check_limit(limit: object) -> int:
     if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
         raise _invalid(f"limit must be an integer from 1 to {MAX_LIMIT}")
     return limit
-
-
-def encode_cursor(key: SortKey) -> str:
-    """The opaque cursor for the position after the session with sort key ``key``."""
-    body = {"sortKey": [key[0], key[1], key[2], key[3]], "id": key[4]}
-    raw = json.dumps(body, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: object) -> SortKey:
-    """Parse a cursor made by :func:`encode_cursor`.
-
-    Raises
-    ------
-    BatonError
-        ``invalid_argument`` if it is not one.
-    """
-    bad = _invalid("cursor is not a droid_find cursor; pass nextCursor back unchanged")
-    if not isinstance(cursor, str) or len(cursor) > CURSOR_MAX_CHARS:
-        raise bad
-    try:
-        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, binascii.Error):
-        raise bad from None
-    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
-        raise bad
-    key = value.get("sortKey")
-    if not (isinstance(key, list) and len(key) == 4):
-        raise bad
-    group_mtime, group_id, rank, mtime = key
-    if not (
-        type(group_mtime) is int
-        and isinstance(group_id, str)
-        and type(rank) is int
-        and type(mtime) is int
-    ):
-        raise bad
-    return (group_mtime, group_id, rank, mtime, value["id"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,7 +212,14 @@ def droid_find(
     has_more = end < len(listing.keys)
     total = len(listing.keys)
     own_ids = frozenset(own)
-    answer = _fit(_prepare(page, own_ids, cache.repos), has_more, total, output_budget)
+    answer = render_page(
+        page,
+        has_more=has_more,
+        total=total,
+        own=own_ids,
+        repos=cache.repos,
+        budget=output_budget,
+    )
     if listing.incomplete:
         answer["incomplete"] = True
     return answer
@@ -328,7 +252,7 @@ def _listing(
             incomplete = not result.complete
             matched = [r for r in candidates if r.id in hit_ids or str(r.path) in result.matches]
         candidates = matched
-    return _Listing(snapshot, _order(candidates), incomplete)
+    return _Listing(snapshot, order_sessions(candidates), incomplete)
 
 
 def _meta_match(record: SessionRecord, needle: str) -> bool:
@@ -338,127 +262,3 @@ def _meta_match(record: SessionRecord, needle: str) -> bool:
         or record.id.casefold().startswith(folded)
         or (record.cwd is not None and folded in record.cwd.casefold())
     )
-
-
-def _order(records: Sequence[SessionRecord]) -> list[tuple[SortKey, SessionRecord]]:
-    """Sessions in listing order, with the sort key each cursor is made from.
-
-    ``records`` come newest first (the index's order). A workstream takes the place of its
-    newest member; inside it the orchestrator comes first, then the rest newest first.
-    """
-    members: dict[str, list[SessionRecord]] = {}
-    for record in records:
-        if record.mission_id is not None:
-            members.setdefault(record.mission_id, []).append(record)
-    out: list[tuple[SortKey, SessionRecord]] = []
-    for record in records:
-        mission = record.mission_id
-        if mission is None:
-            out.append(((-record.mtime_ns, record.id, 0, -record.mtime_ns, record.id), record))
-            continue
-        group = members.pop(mission, None)
-        if group is None:
-            continue  # already placed with its newest member
-        head = group[0]
-        for member in sorted(group, key=lambda m: (m.role != "orchestrator", -m.mtime_ns, m.id)):
-            rank = 0 if member.role == "orchestrator" else 1
-            key = (-head.mtime_ns, head.id, rank, -member.mtime_ns, member.id)
-            out.append((key, member))
-    return out
-
-
-def _session_json(record: SessionRecord, own: frozenset[str]) -> Json:
-    out: Json = {
-        "sessionId": record.id,
-        "title": clip(record.title, TITLE_LIMIT),
-        "cwd": record.cwd,
-    }
-    if record.role:
-        out["role"] = record.role
-    if record.model:
-        out["model"] = record.model
-    if record.autonomy_level:
-        out["autonomy"] = record.autonomy_level
-    out["updatedAt"] = record.updated_at
-    if record.archived:
-        out["archived"] = True
-    if record.is_subagent:
-        out["subagent"] = True
-    out["own"] = record.id in own
-    return out
-
-
-@dataclass(frozen=True)
-class _Item:
-    """One session of a page, rendered, with its group and its size in the answer."""
-
-    key: SortKey
-    group: tuple[str, str]
-    header: Json
-    session: Json
-    size: int  # compact JSON bytes of ``session`` plus its comma
-
-
-def _prepare(
-    page: Sequence[tuple[SortKey, SessionRecord]], own: frozenset[str], repos: RepoResolver
-) -> list[_Item]:
-    items = []
-    for key, record in page:
-        repo = repos.repo_of(record.cwd) if record.cwd else None
-        if record.mission_id is not None:
-            group = ("workstream", record.mission_id)
-            header: Json = {"kind": "workstream", "repo": repo, "missionId": record.mission_id}
-        else:
-            group = ("repo", repo or "")
-            header = {"kind": "repo", "repo": repo}
-        session = _session_json(record, own)
-        items.append(_Item(key, group, header, session, _size(session) + 1))
-    return items
-
-
-def _assemble(items: Sequence[_Item], has_more: bool, total: int) -> Json:
-    groups: dict[tuple[str, str], Json] = {}
-    for item in items:
-        group = groups.get(item.group)
-        if group is None:
-            group = groups[item.group] = {**item.header, "sessions": []}
-        group["sessions"].append(item.session)
-    return {
-        "groups": list(groups.values()),
-        "nextCursor": encode_cursor(items[-1].key) if has_more and items else None,
-        "total": total,
-        "truncated": False,
-    }
-
-
-def _fit(items: Sequence[_Item], has_more: bool, total: int, budget: int) -> Json:
-    """The answer for the longest prefix of ``items`` within ``budget`` bytes (at least one).
-
-    The prefix is estimated from the per-session sizes, then checked on the real rendering.
-    """
-    answer = _assemble(items, has_more, total)
-    if len(items) <= 1 or _size(answer) <= budget:
-        return answer
-    used = _size(_assemble([], True, total)) + len(encode_cursor(items[0].key)) + 16
-    seen: set[tuple[str, str]] = set()
-    count = 0
-    for item in items:
-        extra = item.size
-        if item.group not in seen:
-            extra += _size(item.header) + len(',"sessions":[]') + 1
-        if used + extra > budget:
-            break
-        used += extra
-        seen.add(item.group)
-        count += 1
-    count = max(count, 1)
-    while True:
-        answer = _assemble(items[:count], True, total)
-        if count == 1 or _size(answer) <= budget:
-            answer["truncated"] = True
-            return answer
-        count -= 1
-
-
-def _size(answer: Json) -> int:
-    return len(json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode())

@@ -6,8 +6,10 @@ Idempotency (``droid-mcp.md``, "Idempotency keys"): ``idempotencyKey`` is requir
 turn has been handed to Droid the key keeps its first result for 7 days and an exact retry
 replays it (``droid_start`` with the session's current state); a key left pending by a crash is
 refused (``request_pending``); different arguments under a used key are
-``idempotency_conflict``. The reads (``droid_find``, ``droid_models``, ``droid_wait``,
-``droid_result``) are in :mod:`baton.engine.droid_mcp.reads`.
+``idempotency_conflict``. ``droid_send`` to a session Baton does not run (a guarded local resume
+or the Factory REST API) is :mod:`baton.engine.droid_mcp.send_routes`. The reads
+(``droid_find``, ``droid_models``, ``droid_wait``, ``droid_result``) are in
+:mod:`baton.engine.droid_mcp.reads`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from baton.config import AUTONOMY_ORDER
 from baton.engine.droid_mcp.own import OwnSession, OwnSessions, repo_of
 from baton.engine.droid_mcp.routing import Target, check_session_id, unknown_session
+from baton.engine.droid_mcp.send_routes import resume_locally, send_rest
 from baton.engine.droid_mcp.settings import Settings, parse_settings
 from baton.engine.idempotency import Intents
 from baton.engine.intents import fingerprint
@@ -29,7 +32,6 @@ from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
 from baton.harnesses.droid_files import SessionFileIndex
 from baton.harnesses.droid_rest import FactoryRestError, SessionsApi
-from baton.harnesses.droid_resume import local_resume_refusals
 from baton.text import has_lone_surrogate
 
 if TYPE_CHECKING:
@@ -177,10 +179,10 @@ class DroidMcp:
                 self.own.check_turn_slot(own.repo, ignore=own)
                 result_args: tuple[OwnSession, str] = (own, "own")
             elif target.kind != "remote" and self.rest is None:
-                own = await self._resume_locally(target, args, autonomy, settings)
+                own = await resume_locally(self, target, args, autonomy, settings)
                 result_args = (own, "local-resume")
             else:
-                result = await self._send_rest(target, prompt, autonomy, settings)
+                result = await send_rest(self.rest, target, prompt, autonomy, settings)
                 self.intents.complete(key, result)
                 return result
         except BaseException:
@@ -208,93 +210,6 @@ class DroidMcp:
                 "session_busy",
                 f"the running turn did not stop within {wait_s:g} s; nothing was sent",
             )
-
-    async def _resume_locally(
-        self, target: Target, args: Mapping[str, Any], autonomy: str | None, settings: Settings
-    ) -> OwnSession:
-        record = target.record
-        if record is None:
-            raise unknown_session(target.session_id, rest=False)
-        if not args.get("allowLocalResume"):
-            raise BatonError(
-                "local_resume_refused",
-                f"session {target.session_id} is not running in Baton; resuming it here needs "
-                "allowLocalResume: true (or the Factory REST API, which is not configured)",
-            )
-        refusals = local_resume_refusals(
-            record,
-            max_autonomy=self.config.maxAutonomy,
-            now=time.time(),
-            quiet_ms=self.settings.localResumeQuietMs,
-        )
-        if refusals:
-            raise BatonError(
-                "local_resume_refused",
-                f"session {target.session_id} cannot be resumed locally: "
-                + "; ".join(r.message for r in refusals),
-                reasons=[r.code for r in refusals],
-            )
-        if any(s.agent_session_id == record.id for s in self.engine.live.values()):
-            raise BatonError("session_busy", "another Baton run is live on this session")
-        if record.cwd is None:
-            raise BatonError("local_resume_refused", "the session records no working directory")
-        workspace = approve_workspace(record.cwd, self.config.approvedDirectories)
-        repo = repo_of(workspace)
-        self.own.check_turn_slot(repo)
-        await self.own.make_room()
-        level = autonomy or str(record.autonomy_level)
-        own = await self.own.launch(
-            workspace=workspace,
-            repo=repo,
-            autonomy=level,
-            model=settings.model,
-            reasoning_effort=settings.reasoning_effort,
-            options=settings.open_options() | {"tags": []},
-            resume_id=record.id,
-            fork_from=None,
-            via="local-resume",
-        )
-        applied = str(own.live.settings.get("autonomyLevel") or level)
-        if (
-            applied not in AUTONOMY_ORDER
-            or AUTONOMY_ORDER[applied] > AUTONOMY_ORDER[self.config.maxAutonomy]
-        ):
-            await self.own.close(own, wait=True)
-            raise BatonError(
-                "local_resume_refused",
-                f"after loading, the session's autonomy is {applied!r}, above the cap "
-                f"{self.config.maxAutonomy!r}; it was closed again, nothing was sent",
-            )
-        return own
-
-    async def _send_rest(
-        self, target: Target, prompt: str, autonomy: str | None, settings: Settings
-    ) -> dict[str, Any]:
-        if self.rest is None:
-            raise unknown_session(target.session_id, rest=False)
-        applied: list[str] = []
-        try:
-            if autonomy is not None or settings.model is not None:
-                update: dict[str, Any] = {}
-                if autonomy is not None:
-                    update["autonomyLevel"] = autonomy
-                if settings.model is not None:
-                    update["modelId"] = settings.model
-                await self.rest.update_session(target.session_id, update)
-                applied = sorted(("autonomy" if k == "autonomyLevel" else "model") for k in update)
-            posted = await self.rest.post_message(target.session_id, prompt)
-        except FactoryRestError as exc:
-            raise BatonError("rest_failed", f"Factory REST: {exc}", status=exc.status) from exc
-        ignored = sorted(settings.given - {"model"})
-        return {
-            "sessionId": target.session_id,
-            "via": "rest",
-            "state": "running",
-            "messageId": posted.get("id") or posted.get("messageId"),
-            "ignored": ignored,
-            "applied": applied,
-            "replayed": False,
-        }
 
     async def _first_turn(
         self,

@@ -19,7 +19,7 @@ Rules (``shared/spec/controller.md``, "Droid reports and questions use the actua
   (never the injected server), so any listed, non-disabled ``amp-puck`` fails the run closed.
 
 This module holds the pure parts (names, the catalogue decisions, the instruction text); the
-Droid round trips live in :mod:`baton.harnesses.droid`.
+Droid round trips live in :mod:`baton.harnesses.droid.isolation`.
 """
 
 from __future__ import annotations

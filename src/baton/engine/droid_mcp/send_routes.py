@@ -1,0 +1,146 @@
+"""``droid_send`` to a session Baton does not run: a guarded local resume, or the Factory REST API.
+
+Routing (``droid-mcp.md``, the routing table; ``WAVE2.md`` §7.3; the target is found by
+:mod:`baton.engine.droid_mcp.routing`): with the Factory REST API configured (``FACTORY_API_KEY``)
+every such session is sent to through it (``via: "rest"``; REST applies only ``autonomy`` and
+``model`` and names every other setting as ignored). Without it, a session on this machine is
+resumed locally only with ``allowLocalResume: true`` and only when
+:func:`~baton.harnesses.droid_resume.local_resume_refusals` finds nothing against it; it then
+becomes an own session (``via: "local-resume"``). A session on neither side is ``rest_required``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from baton.config import AUTONOMY_ORDER
+from baton.engine.droid_mcp.own import OwnSession, repo_of
+from baton.engine.droid_mcp.routing import Target, unknown_session
+from baton.engine.droid_mcp.settings import Settings
+from baton.engine.workspaces import approve_workspace
+from baton.errors import BatonError
+from baton.harnesses.droid_rest import FactoryRestError, SessionsApi
+from baton.harnesses.droid_resume import local_resume_refusals
+
+if TYPE_CHECKING:
+    from baton.engine.droid_mcp.service import DroidMcp
+
+
+async def resume_locally(
+    service: DroidMcp,
+    target: Target,
+    args: Mapping[str, Any],
+    autonomy: str | None,
+    settings: Settings,
+) -> OwnSession:
+    """Resume the local session ``target`` as a new own session, nothing sent yet.
+
+    Raises
+    ------
+    BatonError
+        ``rest_required`` (not on this machine), ``local_resume_refused`` (not allowed by the
+        caller, a guard refused it, no recorded cwd, or the loaded autonomy is above the host's
+        cap: the session is closed again), ``session_busy`` (another Baton run is live on it),
+        ``workspace_not_approved``, ``capacity_exhausted``, ``workspace_busy``, ``agent_failed``.
+    """
+    config = service.config
+    record = target.record
+    if record is None:
+        raise unknown_session(target.session_id, rest=False)
+    if not args.get("allowLocalResume"):
+        raise BatonError(
+            "local_resume_refused",
+            f"session {target.session_id} is not running in Baton; resuming it here needs "
+            "allowLocalResume: true (or the Factory REST API, which is not configured)",
+        )
+    refusals = local_resume_refusals(
+        record,
+        max_autonomy=config.maxAutonomy,
+        now=time.time(),
+        quiet_ms=service.settings.localResumeQuietMs,
+    )
+    if refusals:
+        raise BatonError(
+            "local_resume_refused",
+            f"session {target.session_id} cannot be resumed locally: "
+            + "; ".join(r.message for r in refusals),
+            reasons=[r.code for r in refusals],
+        )
+    if any(s.agent_session_id == record.id for s in service.engine.live.values()):
+        raise BatonError("session_busy", "another Baton run is live on this session")
+    if record.cwd is None:
+        raise BatonError("local_resume_refused", "the session records no working directory")
+    workspace = approve_workspace(record.cwd, config.approvedDirectories)
+    repo = repo_of(workspace)
+    service.own.check_turn_slot(repo)
+    await service.own.make_room()
+    level = autonomy or str(record.autonomy_level)
+    own = await service.own.launch(
+        workspace=workspace,
+        repo=repo,
+        autonomy=level,
+        model=settings.model,
+        reasoning_effort=settings.reasoning_effort,
+        options=settings.open_options() | {"tags": []},
+        resume_id=record.id,
+        fork_from=None,
+        via="local-resume",
+    )
+    applied = str(own.live.settings.get("autonomyLevel") or level)
+    if (
+        applied not in AUTONOMY_ORDER
+        or AUTONOMY_ORDER[applied] > AUTONOMY_ORDER[config.maxAutonomy]
+    ):
+        await service.own.close(own, wait=True)
+        raise BatonError(
+            "local_resume_refused",
+            f"after loading, the session's autonomy is {applied!r}, above the cap "
+            f"{config.maxAutonomy!r}; it was closed again, nothing was sent",
+        )
+    return own
+
+
+async def send_rest(
+    rest: SessionsApi | None,
+    target: Target,
+    prompt: str,
+    autonomy: str | None,
+    settings: Settings,
+) -> dict[str, Any]:
+    """Post ``prompt`` to ``target`` through the Factory REST API, after its autonomy and model.
+
+    Returns ``{sessionId, via: "rest", state: "running", messageId, ignored, applied,
+    replayed: false}``.
+
+    Raises
+    ------
+    BatonError
+        ``rest_required`` (no REST API configured), ``rest_failed`` (with the HTTP ``status``).
+    """
+    if rest is None:
+        raise unknown_session(target.session_id, rest=False)
+    applied: list[str] = []
+    try:
+        if autonomy is not None or settings.model is not None:
+            update: dict[str, Any] = {}
+            if autonomy is not None:
+                update["autonomyLevel"] = autonomy
+            if settings.model is not None:
+                update["modelId"] = settings.model
+            await rest.update_session(target.session_id, update)
+            applied = sorted(("autonomy" if k == "autonomyLevel" else "model") for k in update)
+        posted = await rest.post_message(target.session_id, prompt)
+    except FactoryRestError as exc:
+        raise BatonError("rest_failed", f"Factory REST: {exc}", status=exc.status) from exc
+    ignored = sorted(settings.given - {"model"})
+    return {
+        "sessionId": target.session_id,
+        "via": "rest",
+        "state": "running",
+        "messageId": posted.get("id") or posted.get("messageId"),
+        "ignored": ignored,
+        "applied": applied,
+        "replayed": False,
+    }
