@@ -54,6 +54,11 @@ async def test_send_is_idempotent_and_queue_is_refused_while_a_turn_runs(
         assert replay["replayed"] is True and replay["runId"] == first["runId"]
         changed = await call_error(client, "droid_send", {**send, "prompt": "something else"})
         assert changed["code"] == "idempotency_conflict"
+        # Let the slow turn reach the model, so the interrupt below stops a turn in flight
+        # (sent earlier, it can stop Droid before its model request: nothing then to check).
+        with anyio.fail_after(60):
+            while not model_server.turn_requests("[slow]"):
+                await anyio.sleep(0.05)
         queued = await call_error(
             client, "droid_send", {"session": session, "prompt": "next", "idempotencyKey": "q-1"}
         )

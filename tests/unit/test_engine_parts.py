@@ -14,8 +14,9 @@ from baton.engine.idempotency import Intents
 from baton.engine.intents import fingerprint
 from baton.engine.policy import Expiring, Permanent, ProcessEpoch
 from baton.engine.prompts import PendingPrompts, allowed_decisions
+from baton.engine.recorder import RunRecorder
 from baton.errors import BatonError
-from baton.store import Store
+from baton.store import AcceptedRun, Store
 
 pytestmark = pytest.mark.anyio
 
@@ -164,3 +165,44 @@ def test_epoch_keys_do_not_replay_in_another_daemon(store: Store) -> None:
     assert first.claim("c", "f").status == "replay"
     later = Intents(store, "spawnea", ProcessEpoch(), "epoch-2")
     assert later.claim("c", "other-fingerprint").status == "new"
+
+
+def _accepted_run(store: Store, run_id: str) -> RunRecorder:
+    store.accept_run(
+        AcceptedRun(
+            run_id=run_id,
+            turn_id=f"turn-{run_id}",
+            request_key=f"key-{run_id}",
+            session_key=f"ses-{run_id}",
+            parent_run_id=None,
+            workspace="/srv/app",
+            autonomy="high",
+            model=None,
+            reasoning_effort=None,
+            puck_conversation_id=None,
+            fingerprint="f",
+            created_at="2026-01-01",
+        ),
+        new_session=True,
+    )
+    return RunRecorder(store, run_id, f"turn-{run_id}")
+
+
+@pytest.mark.parametrize(
+    ("cancelled", "submitting", "state"),
+    [
+        (True, False, "cancelled"),  # asked to stop, nothing submitted: stopped as asked
+        (False, False, "failed"),  # died on its own before submitting
+        (True, True, "unknown"),  # the prompt may have reached the agent
+        (False, True, "unknown"),
+    ],
+)
+async def test_a_worker_lost_after_a_cancel_settles_by_what_is_known(
+    store: Store, cancelled: bool, submitting: bool, state: str
+) -> None:
+    recorder = _accepted_run(store, "r1")
+    recorder.cancel_requested = cancelled
+    recorder.submitting = submitting
+    recorder.on_lost("worker_exited", "died before submitting", "died after submitting")
+    row = store.run("r1")
+    assert row is not None and row["state"] == state

@@ -154,7 +154,17 @@ class RunRecorder:
 
     def on_lost(self, reason: str, message_failed: str, message_unknown: str) -> None:
         if self.submitting:
+            # The prompt may have reached the agent: what it did is unknowable, cancel or not.
             self.settle("unknown", "unknown", reason, message_unknown)
+        elif self.cancel_requested:
+            # Nothing was submitted and the caller asked to stop: that is what happened, even
+            # if the worker had to be killed to get there (a slow start on a loaded machine).
+            self.settle(
+                "timed_out" if self.timed_out else "cancelled",
+                "interrupted",
+                "cancelled",
+                "cancelled before the prompt was submitted; the worker was stopped",
+            )
         else:
             self.settle("failed", "failure", reason, message_failed)
 
