@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from baton.daemon.runtime_file import Descriptor, read_descriptor
-from tests.e2e.baton_client import FAKE_DROID, REPO
+from tests.e2e.baton_client import FAKE_DROID, REPO, call
 from tests.git.repos import Repo, make_project
 
 BATON = [sys.executable, "-c", "from baton.cli import main; main()"]
@@ -242,6 +242,25 @@ def spawnea_catalogue(project: Path, harness_env: dict[str, str] | None = None) 
 def script(*steps: dict[str, object]) -> str:
     """A prompt the fake TUI answers by script (``tests/fakes/fake_tui.py``)."""
     return "FAKE-SCRIPT: " + json.dumps({"steps": list(steps)})
+
+
+async def until_turn(client: Client, turn_id: str, status: str, after: int) -> Json:
+    """Long-poll ``spawnea_get_turn`` from ``afterVersion=after`` until the turn is ``status``;
+    every answer on the way must still be ``working`` (the waits are bounded by the server)."""
+    for _ in range(10):
+        read = await call(
+            client, "spawnea_get_turn", {"turnId": turn_id, "afterVersion": after, "waitMs": 20000}
+        )
+        if read["status"] == status:
+            return read
+        assert read["status"] == "working", read
+        after = read["version"]
+    raise AssertionError(f"turn {turn_id} never became {status}")
+
+
+def ids(listing: Json) -> list[str]:
+    """The session ids of a ``spawnea_list_sessions`` or bound ``spawnea_get_state`` answer."""
+    return [s["id"] for s in listing["sessions"]]
 
 
 def tmux_socket(site: Site) -> Path:

@@ -29,9 +29,11 @@ from tests.daemon.helpers import (
     Site,
     bridge,
     build_spawnea_site,
+    ids,
     script,
     short_runtime,
     tmux_socket,
+    until_turn,
 )
 from tests.e2e.baton_client import call, call_error
 from tests.e2e.processes import kill_tagged
@@ -137,24 +139,6 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
             for made in sites:
                 kill_tagged(made.tag)
         assert status == 0, daemon.log()
-
-
-async def until_turn(client: Client, turn_id: str, status: str, after: int) -> Json:
-    """Long-poll ``spawnea_get_turn`` from ``afterVersion=after`` until the turn is ``status``;
-    every answer on the way must still be ``working`` (the waits are bounded by the server)."""
-    for _ in range(10):
-        read = await call(
-            client, "spawnea_get_turn", {"turnId": turn_id, "afterVersion": after, "waitMs": 20000}
-        )
-        if read["status"] == status:
-            return read
-        assert read["status"] == "working", read
-        after = read["version"]
-    raise AssertionError(f"turn {turn_id} never became {status}")
-
-
-def ids(listing: Json) -> list[str]:
-    return [s["id"] for s in listing["sessions"]]
 
 
 async def test_bootstrap_offers_two_tools_hides_sessions_and_secrets_and_binds_one_root(
