@@ -45,8 +45,9 @@ def _arguments(tool: str, run_id: str) -> dict[str, Any]:
     return {"runId": run_id} if tool == "droid_status" else {"limit": 25}
 
 
-def _start_daemon(site: Site, env: dict[str, str], descriptor: Path) -> subprocess.Popen[bytes]:
-    """``baton daemon`` of ``site``; returns once its runtime descriptor names it."""
+def start_daemon(site: Site, env: dict[str, str], descriptor: Path) -> subprocess.Popen[bytes]:
+    """``baton daemon`` of ``site``; returns once its runtime descriptor names it. Raises
+    ``RuntimeError`` (the daemon stopped) if it is not ready within 60 s."""
     log_file = (site.root / "daemon.log").open("ab")
     proc = subprocess.Popen(
         [*BATON, "daemon", "--config", str(site.config)],
@@ -69,10 +70,13 @@ def _start_daemon(site: Site, env: dict[str, str], descriptor: Path) -> subproce
 
 
 @asynccontextmanager
-async def _bridge(site: Site, env: dict[str, str]) -> AsyncIterator[Client]:
+async def bridge(
+    site: Site, env: dict[str, str], surface: str = "controller"
+) -> AsyncIterator[Client]:
+    """The official MCP client through ``baton bridge SURFACE --config CFG --no-start``."""
     params = StdioServerParameters(
         command=BATON[0],
-        args=[*BATON[1:], "bridge", "controller", "--config", str(site.config), "--no-start"],
+        args=[*BATON[1:], "bridge", surface, "--config", str(site.config), "--no-start"],
         env=env,
         cwd=str(REPO),
     )
@@ -97,21 +101,21 @@ async def run(ctx: Context) -> Result:
     }
     connect: list[int] = []
     rng = random.Random(HISTORY)
-    daemon = await asyncio.to_thread(_start_daemon, daemon_site, env, descriptor)
+    daemon = await asyncio.to_thread(start_daemon, daemon_site, env, descriptor)
     try:
         for _ in range(CONNECT_REPS):
             began = time.perf_counter_ns()
-            async with _bridge(daemon_site, env) as client:
+            async with bridge(daemon_site, env) as client:
                 connect.append(time.perf_counter_ns() - began)
                 await timed_call(client, "droid_list", {"limit": 1})
         async with contextlib.AsyncExitStack() as stack:
             serve = (
                 await stack.enter_async_context(stdio_server(serve_site, serve_site.env()))
             ).client
-            bridge = await stack.enter_async_context(_bridge(daemon_site, env))
+            relayed = await stack.enter_async_context(bridge(daemon_site, env))
             log(f"{NAME}: {calls} calls per tool and transport, interleaved")
             for index in range(WARMUP + calls):
-                order = [("serve", serve), ("bridge", bridge)]
+                order = [("serve", serve), ("bridge", relayed)]
                 if index % 2:
                     order.reverse()
                 for label, tool in PROBES:

@@ -31,6 +31,7 @@ from bench import (
     history_scaling,
     real_turn,
     sessions,
+    spawnea,
     start_overhead,
     tmux_harness,
     tool_overhead,
@@ -55,6 +56,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     tmux_harness.NAME: tmux_harness.run,
     bridge_overhead.NAME: bridge_overhead.run,
     dashboard.NAME: dashboard.run,
+    spawnea.NAME: spawnea.run,
 }
 
 

@@ -4,31 +4,32 @@ Spawnea catalogue has a real git project and the fake TUI, and Debian's Chromium
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.daemon.helpers import MakeSpawneaSite, Site, spawnea_catalogue
+from tests.daemon.helpers import MakeSpawneaSite, Site, build_spawnea_site, short_runtime
 from tests.dashboard.chromium import browser, chromium
 from tests.e2e.processes import kill_tagged
-from tests.git.repos import Repo, make_project
+from tests.git.repos import Repo
 
-__all__ = ["browser", "chromium", "make_site", "make_spawnea_site", "runtime", "spawnea_site"]
+__all__ = [
+    "browser",
+    "chromium",
+    "make_site",
+    "make_spawnea_site",
+    "runtime",
+    "spawnea_site",
+]
 
 
 @pytest.fixture
 def runtime() -> Iterator[Path]:
-    """A private ``XDG_RUNTIME_DIR`` for one test, short enough for Unix socket paths (pytest's
-    ``tmp_path`` can exceed the 107-byte limit). Never the user's real ``/run/user``."""
-    path = Path(tempfile.mkdtemp(prefix="bt-", dir="/tmp"))
-    path.chmod(0o700)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    """A private ``XDG_RUNTIME_DIR`` for one test (:func:`short_runtime`)."""
+    with short_runtime() as path:
+        yield path
 
 
 @pytest.fixture
@@ -56,22 +57,7 @@ def make_spawnea_site(
     The test kills the daemon's tmux server (:func:`tests.daemon.helpers.tmux_socket`)."""
 
     def make(**overrides: Any) -> tuple[Site, Repo]:
-        for key in list(os.environ):
-            if key.startswith("GIT_"):
-                monkeypatch.delenv(key)
-        gitconfig = tmp_path / "gitconfig"
-        gitconfig.write_text("[user]\n\tname = Test\n\temail = t@example.invalid\n")
-        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-        monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        probe = make_site("probe")  # only for the approved root's location
-        project = make_project(probe.approved / "project")
-        site = make_site(
-            "a",
-            approvedDirectories=[str(probe.approved)],
-            spawnea=spawnea_catalogue(project.path),
-            **overrides,
-        )
-        return site, project
+        return build_spawnea_site(make_site, tmp_path, monkeypatch, **overrides)
 
     return make
 

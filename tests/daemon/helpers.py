@@ -6,24 +6,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from baton.daemon.runtime_file import Descriptor, read_descriptor
-from tests.e2e.baton_client import FAKE_DROID, REPO
-from tests.git.repos import Repo
+from tests.e2e.baton_client import FAKE_DROID, REPO, call
+from tests.git.repos import Repo, make_project
 
 BATON = [sys.executable, "-c", "from baton.cli import main; main()"]
 Json = dict[str, Any]
@@ -216,9 +219,10 @@ def mode(path: Path) -> int:
     return path.lstat().st_mode & 0o777
 
 
-def spawnea_catalogue(project: Path) -> Json:
+def spawnea_catalogue(project: Path, harness_env: dict[str, str] | None = None) -> Json:
     """A ``spawnea`` config section: one git project (id ``proj``) and the fake TUI under the
-    generic adapter (agent id ``fake``; its ``[y/n]`` questions read as ``needs_input``)."""
+    generic adapter (agent id ``fake``; its ``[y/n]`` questions read as ``needs_input``), with
+    ``harness_env`` added to its environment (e.g. ``FAKE_TUI_LOG``)."""
     return {
         "projects": [{"id": "proj", "name": "Project", "path": str(project)}],
         "harnesses": [
@@ -227,6 +231,7 @@ def spawnea_catalogue(project: Path) -> Json:
                 "name": "Fake TUI",
                 "kind": "generic",
                 "command": [sys.executable, str(FAKE_TUI)],
+                "env": dict(harness_env or {}),
                 "readyPattern": "^fake>",
                 "needsInputPattern": r"\[y/n\]",
             }
@@ -234,10 +239,74 @@ def spawnea_catalogue(project: Path) -> Json:
     }
 
 
+def script(*steps: dict[str, object]) -> str:
+    """A prompt the fake TUI answers by script (``tests/fakes/fake_tui.py``)."""
+    return "FAKE-SCRIPT: " + json.dumps({"steps": list(steps)})
+
+
+async def until_turn(client: Client, turn_id: str, status: str, after: int) -> Json:
+    """Long-poll ``spawnea_get_turn`` from ``afterVersion=after`` until the turn is ``status``;
+    every answer on the way must still be ``working`` (the waits are bounded by the server)."""
+    for _ in range(10):
+        read = await call(
+            client, "spawnea_get_turn", {"turnId": turn_id, "afterVersion": after, "waitMs": 20000}
+        )
+        if read["status"] == status:
+            return read
+        assert read["status"] == "working", read
+        after = read["version"]
+    raise AssertionError(f"turn {turn_id} never became {status}")
+
+
+def ids(listing: Json) -> list[str]:
+    """The session ids of a ``spawnea_list_sessions`` or bound ``spawnea_get_state`` answer."""
+    return [s["id"] for s in listing["sessions"]]
+
+
 def tmux_socket(site: Site) -> Path:
     """The daemon's private tmux server (``SpawneaService.socket_path``)."""
     digest = hashlib.sha256(os.path.realpath(site.state).encode()).hexdigest()[:12]
     return site.runtime / "baton" / "tmux" / f"tmux-{digest}.sock"
+
+
+@contextmanager
+def short_runtime() -> Iterator[Path]:
+    """A private ``XDG_RUNTIME_DIR``, short enough for Unix socket paths (pytest's ``tmp_path``
+    can exceed the 107-byte limit), removed afterwards. Never the user's real ``/run/user``."""
+    path = Path(tempfile.mkdtemp(prefix="bt-", dir="/tmp"))
+    path.chmod(0o700)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def build_spawnea_site(
+    make_site: Callable[..., Site],
+    tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    harness_env: dict[str, str] | None = None,
+    **overrides: Any,
+) -> tuple[Site, Repo]:
+    """The body of :func:`make_spawnea_site`, for fixtures of any scope: a private git config
+    in ``tmp`` (through ``monkeypatch``), a project and site ``a`` made by ``make_site``; the
+    fake TUI gets ``harness_env`` added to its environment."""
+    for key in list(os.environ):
+        if key.startswith("GIT_"):
+            monkeypatch.delenv(key)
+    gitconfig = tmp / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test\n\temail = t@example.invalid\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    probe = make_site("probe")  # only for the approved root's location
+    project = make_project(probe.approved / "project")
+    site = make_site(
+        "a",
+        approvedDirectories=[str(probe.approved)],
+        spawnea=spawnea_catalogue(project.path, harness_env),
+        **overrides,
+    )
+    return site, project
 
 
 MakeSite = Callable[..., Site]

@@ -23,6 +23,7 @@ from tests.daemon.helpers import (
     MakeSpawneaSite,
     Site,
     bridge,
+    script,
     tmux_socket,
 )
 from tests.e2e.baton_client import call
@@ -32,11 +33,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 EXPECT_MS = 20_000
 LOGIN_LINE = re.compile(r"baton: dashboard at (http://127\.0\.0\.1:\d+)/login\?token=\S+")
-
-
-def script(*steps: dict[str, object]) -> str:
-    """A prompt the fake TUI answers by script (``tests/fakes/fake_tui.py``)."""
-    return "FAKE-SCRIPT: " + json.dumps({"steps": list(steps)})
 
 
 def row_of(page: Page, session_key: str) -> Locator:

@@ -119,11 +119,16 @@ class Creation(ServiceBase):
         workspace: str | None = None,
         model: str | None = None,
     ) -> dict[str, Any]:
-        from baton.engine.spawnea.finalize import make_worktree, remove_new_worktree
+        from baton.engine.spawnea.finalize import make_worktree, remove_new_worktree, worktrees_root
         from baton.engine.workspaces import approve_workspace
 
         session_key = f"ses-{uuid.uuid4()}"
-        cwd = approve_workspace(workspace or project.path, self.config.approvedDirectories)
+        roots = list(self.config.approvedDirectories)
+        if workspace is not None:
+            # A same-project child works in its parent's directory: the project's checkout, or
+            # the managed worktree Baton made of it, which lies outside the approved roots.
+            roots.append(str(worktrees_root(self.config.stateDirectory)))
+        cwd = approve_workspace(workspace or project.path, roots)
         settings: dict[str, Any] = {
             "projectId": project.id,
             "harnessId": harness.id,

@@ -33,6 +33,7 @@ from baton.engine.spawnea.catalog import API_VERSION
 from baton.engine.spawnea.scope import Scope
 from baton.errors import BatonError
 from baton.git import (
+    FinalizationRequest,
     Finalizations,
     Git,
     Hooks,
@@ -69,7 +70,7 @@ class Finalizer:
         from baton.harnesses.tmux.options import slugify
 
         base_branch = base or project.baseBranch or _current_branch(project.path)
-        root = Path(self.service.config.stateDirectory) / "worktrees"
+        root = worktrees_root(self.service.config.stateDirectory)
         branch = f"baton/{slugify(name, 32)}-{session_key[4:12]}"
         try:
             record = create_worktree(
@@ -143,7 +144,7 @@ class Finalizer:
             raise _mapped(exc) from exc
         if request.status == "approved" and not replayed:  # mcp-validated close: at once
             request = await self.execute(request.request_id)
-        return {"apiVersion": API_VERSION, "replayed": replayed, **request.to_json()}
+        return {"apiVersion": API_VERSION, "replayed": replayed, **_view(request)}
 
     async def get(self, scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
         """``spawnea_get_finalization_request``: the truthful status of a request."""
@@ -155,7 +156,7 @@ class Finalizer:
             raise BatonError("not_found", "no such finalization request") from exc
         if request.root_session_key != root:
             raise BatonError("not_found", "no such finalization request")
-        return {"apiVersion": API_VERSION, **request.to_json()}
+        return {"apiVersion": API_VERSION, **_view(request)}
 
     async def execute(self, request_id: str) -> Any:
         """Run an approved request: stop the session's agent first, then the journaled steps."""
@@ -187,6 +188,16 @@ class Finalizer:
                 )
 
 
+def _view(request: FinalizationRequest) -> dict[str, Any]:
+    """A request's view for its root: ``clientRequestId`` as the caller sent it (the store
+    keys it by root, ``<root>:<id>``, so two roots may use the same id)."""
+    body = request.to_json()
+    scoped = f"{request.root_session_key}:"
+    if str(body["clientRequestId"]).startswith(scoped):
+        body["clientRequestId"] = body["clientRequestId"][len(scoped) :]
+    return body
+
+
 def _mapped(exc: WorktreeError) -> BatonError:
     code = getattr(exc, "code", "operation_failed")
     mapped = {
@@ -207,6 +218,13 @@ def _current_branch(path: str) -> str:
             "invalid_argument", "the project's checkout is on no branch; give baseBranch"
         )
     return branch
+
+
+def worktrees_root(state_directory: str) -> Path:
+    """Where Baton makes the managed worktrees of Spawnea sessions: ``<stateDirectory>/worktrees``
+    (outside the approved roots: Baton made them, from an approved project); canonical, as
+    :func:`~baton.engine.workspaces.approve_workspace` compares canonical paths."""
+    return Path(os.path.realpath(state_directory)) / "worktrees"
 
 
 def make_worktree(

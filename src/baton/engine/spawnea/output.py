@@ -5,7 +5,9 @@
   inside a UTF-8 character, secrets redacted; the next cursor continues where this page ends.
 - ``compact`` (default): the adapter's extraction: the agent's own answer from its session file
   when it keeps one (Droid, Claude Code, Codex), else the screen with spinners and tool boxes
-  removed; ``omitted`` counts bytes dropped from its start.
+  removed; ``omitted`` counts bytes dropped from its start. While the turn runs it is what the
+  screen shows so far, so a reader woken by ``needs_input`` sees the question it must answer
+  (:meth:`~baton.harnesses.tmux.session.TmuxAgentSession.turn_output`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ from typing import Any
 from baton.engine.spawnea.catalog import API_VERSION
 from baton.engine.spawnea.hosted import HostedSession
 from baton.engine.spawnea.turns import SpawneaTurn
+from baton.harnesses.tmux.output import CompactOutput
 from baton.paging import page_utf8
+
+
+async def extracted(hosted: HostedSession | None, turn: SpawneaTurn) -> CompactOutput | None:
+    """The adapter's compact extraction of ``turn`` (None: nothing, or the turn's answer is
+    already recorded in ``turn.final_text``)."""
+    agent = hosted.agent if hosted is not None else None
+    if turn.final_text or agent is None:
+        return None
+    return await agent.turn_output(turn.turn_id)
 
 
 def turn_output(
@@ -25,8 +37,10 @@ def turn_output(
     offset: int,
     max_bytes: int,
     expired: bool,
+    compact: CompactOutput | None = None,
 ) -> dict[str, Any]:
-    """The answer of one read (the caller adds the encoded cursor from ``_next``)."""
+    """The answer of one read (the caller adds the encoded cursor from ``_next``); ``compact``
+    is :func:`extracted` of the turn, for the ``compact`` mode."""
     answer: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "turnId": turn.turn_id,
@@ -55,7 +69,7 @@ def turn_output(
             _next=min(raw.end, end) if text else max(offset, raw.start),
         )
         return answer
-    compact_text, omitted = _compact(agent, turn)
+    compact_text, omitted = _compact(compact, turn)
     page = page_utf8(compact_text, 0, max_bytes)
     answer.update(
         output=page.text,
@@ -69,12 +83,9 @@ def turn_output(
     return answer
 
 
-def _compact(agent: Any, turn: SpawneaTurn) -> tuple[str, int]:
+def _compact(extraction: CompactOutput | None, turn: SpawneaTurn) -> tuple[str, int]:
     if turn.final_text:
         return turn.final_text, 0
-    if agent is None:
+    if extraction is None:
         return "", 0
-    extracted = agent.compact_output()
-    if extracted is None:
-        return "", 0
-    return str(extracted.text), int(extracted.omitted)
+    return extraction.text, extraction.omitted

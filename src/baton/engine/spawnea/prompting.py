@@ -20,7 +20,7 @@ from baton.engine.spawnea.base import (
     _required,
 )
 from baton.engine.spawnea.catalog import API_VERSION
-from baton.engine.spawnea.output import turn_output
+from baton.engine.spawnea.output import extracted, turn_output
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.turns import Cursor, SpawneaTurn
 from baton.errors import BatonError
@@ -131,6 +131,7 @@ class Prompting(ServiceBase):
             else:
                 offset = cursor.raw_offset
         hosted = self.hosted.get(turn.session_key)
-        answer = turn_output(hosted, turn, mode, offset, max_bytes, expired)
+        compact = await extracted(hosted, turn) if mode == "compact" else None
+        answer = turn_output(hosted, turn, mode, offset, max_bytes, expired, compact)
         answer["cursor"] = Cursor(self.turns.epoch, turn.turn_id, answer.pop("_next")).encode()
         return answer

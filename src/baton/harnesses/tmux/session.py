@@ -196,6 +196,17 @@ class TmuxAgentSession:
         """The compact answer of the last finished turn (None before one finished)."""
         return self._last.output if self._last is not None else None
 
+    async def turn_output(self, turn_id: str) -> CompactOutput | None:
+        """The compact answer of turn ``turn_id``: while it runs, what the screen shows after
+        its prompt's echo so far (a question it waits on included); once it finished, its
+        recorded answer. None when ``turn_id`` is not this session's last turn: an older turn
+        never shows a later one's answer."""
+        run = self._running
+        if run is not None and run.turn.turn_id == turn_id:
+            return await run.screen_output()
+        last = self._last
+        return last.output if last is not None and last.turn_id == turn_id else None
+
     async def snapshot(self) -> str:
         """The pane's visible screen as plain text, redacted ("" when the pane is gone)."""
         try:

@@ -180,7 +180,7 @@ class TurnRun:
             elif facts is None and self._screen_idle(observation, now):
                 return await self._from_screen(sent_at is not None)
             if sent_at is not None and now - sent_at > grace:
-                self.output = await self._screen_output()
+                self.output = await self.screen_output()
                 return Interrupted(
                     state="cancelled",
                     reason="cancelled",
@@ -218,7 +218,7 @@ class TurnRun:
         self.output = (
             compact(facts.answer, "agent_record", self.ctx.secrets)
             if facts.answer
-            else await self._screen_output()
+            else await self.screen_output()
         )
         text = self.output.text
         if done.outcome == "completed":
@@ -244,7 +244,7 @@ class TurnRun:
         )
 
     async def _from_screen(self, interrupted: bool) -> TurnOutcome:
-        self.output = await self._screen_output()
+        self.output = await self.screen_output()
         if interrupted:
             return Interrupted(
                 state="cancelled",
@@ -262,7 +262,9 @@ class TurnRun:
             basis="screen_idle",
         )
 
-    async def _screen_output(self) -> CompactOutput:
+    async def screen_output(self) -> CompactOutput:
+        """The compact answer as the screen shows it now: the lines after the prompt's echo,
+        without spinners, boxes or the input line (also read while the turn runs)."""
         try:
             lines = await self.ctx.pane.capture(history=ANSWER_HISTORY)
         except TmuxError:
