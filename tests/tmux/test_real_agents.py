@@ -103,6 +103,35 @@ def test_short_prompt_completes_on_the_agents_done_record(
     asyncio.run(scenario())
 
 
+def test_ci_markers_in_batons_environment_do_not_reach_the_pane(
+    agent: str,
+    place: Place,
+    models: AgentModelServer,
+    tag: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Baton started by a CI job: with ``CI`` in the pane, Droid's TUI never draws its input box
+    (measured on 0.225.2, the cause of a red CI run). The pane is an interactive terminal."""
+    _skip_missing(agent)
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("CONTINUOUS_INTEGRATION", "1")
+    monkeypatch.setenv("CI_JOB_ID", "7")
+
+    async def scenario() -> None:
+        sink = RecordingSink()
+        session = await _open(agent, place, models, tag, sink)
+        try:
+            assert session.state == "idle"
+            prompt = script({"text": "ran under ci", "chunks": 1}, marker="ci-1")
+            outcome = await session.submit(TurnInput(turn_id="t-ci", prompt=prompt), sink)
+            assert isinstance(outcome, Succeeded), outcome
+            assert outcome.text == "ran under ci"
+        finally:
+            await session.close()
+
+    asyncio.run(scenario())
+
+
 def test_long_multiline_prompt_reaches_the_model_byte_exact(
     agent: str, place: Place, models: AgentModelServer, tag: str
 ) -> None:

@@ -47,6 +47,23 @@ from baton.harnesses.tmux.session import TmuxAgentSession
 
 #: Variables of Baton's own terminal that must not reach a pane (tmux sets the pane's own).
 _NOT_INHERITED = ("TMUX", "TMUX_PANE", "TERM", "COLORTERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION")
+#: Continuous-integration markers (the ``is-in-ci`` rule: ``CI``, ``CONTINUOUS_INTEGRATION``, any
+#: ``CI_*``). A pane is an interactive terminal whatever ran Baton; with ``CI`` set, Ink-based TUIs
+#: draw no input box at all (measured: Droid 0.225.2 never shows ``? for help``). An operator who
+#: wants one sets it in the session's ``env``.
+_CI_MARKERS = ("CI", "CONTINUOUS_INTEGRATION")
+
+
+def _inherited(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of Baton's own environment a pane starts from (``environ`` minus terminal and CI
+    variables)."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k not in _NOT_INHERITED and k not in _CI_MARKERS and not k.startswith("CI_")
+    }
+
+
 #: Codex draws its model-migration popup after the composer (0.8 s with --no-daemon, measured);
 #: its readiness holds a little longer than the others'.
 _MIN_SETTLE_S = {"codex": 0.6}
@@ -153,7 +170,7 @@ class TmuxHarness:
             raise HarnessError("invalid_options", f"workspace is not a directory: {workspace}")
         home = options.agentHome or options.env.get("HOME") or os.environ.get("HOME", "/")
         plan = adapter.launch(list(options.command or []), spec.model)
-        env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+        env = _inherited(os.environ)
         env.update(plan.env)
         env.update(options.env)
         env["HOME"] = home
