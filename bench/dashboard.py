@@ -250,6 +250,7 @@ async def _latency(ctx: Context, browser: Browser, turns: int) -> Json:
         await _turn(engine, live, 0)  # the session row exists from here on
         page = await (await browser.new_context()).new_page()
         await page.goto(server.login_url())
+        await page.wait_for_url(server.base_url)  # the login page's refresh to / must land first
         await page.goto(f"{server.base_url}sessions/{live.session_key}")
         await page.locator("body[data-stream=open]").wait_for(state="attached")
         await page.evaluate(OBSERVER_JS)

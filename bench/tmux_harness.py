@@ -171,7 +171,11 @@ class _DoneWatcher:
                 pass
             time.sleep(0.002)
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Stop polling, after the record was seen or ``grace_s`` passed: the harness may report
+        the end before this thread's next poll (then the sample is a little negative; it is kept,
+        as the two clocks' resolution says nothing else)."""
+        self._thread.join(grace_s)
         self._stop.set()
         self._thread.join()
 
