@@ -82,6 +82,45 @@ def test_pane_killed_between_paste_and_enter_is_delivery_unknown(place: Place, t
     asyncio.run(scenario())
 
 
+def test_a_monitor_that_dies_is_started_again_and_the_next_turn_ends(
+    place: Place, tag: str
+) -> None:
+    """An unexpected error kills the pane monitor's loop while the pane is idle: it is started
+    again, and a turn (whose end only the monitor can see) still completes."""
+    spec = generic_spec(place, tag)
+
+    async def scenario() -> None:
+        sink = RecordingSink()
+        session = await opened(spec, sink)
+        monitor = session._ctx.monitor  # fault injection: no public seam for a crash
+        observe = monitor._observe
+        faults = [RuntimeError("injected monitor fault")]
+
+        async def failing(*, capture: bool) -> Any:
+            if faults:
+                raise faults.pop()
+            return await observe(capture=capture)
+
+        monitor._observe = failing  # type: ignore[method-assign]
+        deadline = time.monotonic() + 5
+        while session.monitor_restarts == 0:
+            assert time.monotonic() < deadline, "the monitor was not started again"
+            await asyncio.sleep(0.05)
+        assert not faults
+        outcome = await asyncio.wait_for(
+            session.submit(
+                TurnInput(turn_id="t-after", prompt=script({"text": "still here"})), sink
+            ),
+            30,
+        )
+        assert isinstance(outcome, Succeeded), outcome
+        assert session.monitor_restarts == 1
+        await session.close()
+        assert not session.alive
+
+    asyncio.run(scenario())
+
+
 def test_swallowed_enter_gets_exactly_one_guarded_retry(place: Place, tag: str) -> None:
     spec = generic_spec(
         place, tag, enterDelayMs=150, confirmTimeoutMs=800, env={"FAKE_TUI_SWALLOW_ENTERS": "1"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,11 +23,16 @@ from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
 from baton.harnesses.tmux.driver import TmuxError, TmuxPane
 from baton.harnesses.tmux.rawlog import RawLog
 
+log = logging.getLogger(__name__)
+
 #: Tick while idle and while a turn runs (s); capture floor during a turn (s); identity checks (s).
 IDLE_TICK_S = 0.25
 BUSY_TICK_S = 0.05
 BUSY_CAPTURE_S = 0.5
 IDENTITY_EVERY_S = 5.0
+#: A loop that died is started again after this delay, doubling per restart up to the cap (s).
+RESTART_DELAY_S = 0.05
+RESTART_DELAY_MAX_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,21 +76,49 @@ class PaneMonitor:
         self._capture_lock = asyncio.Lock()
         self._last_capture = 0.0
         self._last_identity = time.monotonic()
+        self._stopped = False
+        #: How many times the loop died of an unexpected error and was started again.
+        self.restarts = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run the polling loop in a task (idempotent)."""
+        """Run the polling loop in a task (idempotent). A loop that dies of an unexpected error
+        while the pane lives is logged and started again (after :data:`RESTART_DELAY_S`,
+        doubling up to :data:`RESTART_DELAY_MAX_S`): a turn must never wait on a dead monitor."""
+        self._stopped = False
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"tmux-monitor-{self.pane.pane_id}"
             )
+            self._task.add_done_callback(self._on_exit)
 
     async def stop(self) -> None:
         """Stop the loop (the pane is left as it is)."""
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait(task)
+
+    def _on_exit(self, task: asyncio.Task[None]) -> None:
+        if task is not self._task or task.cancelled() or self._stopped:
+            return
+        error = task.exception()
+        if error is None or not self.latest.alive:
+            return  # the pane's process is gone: the loop's normal end
+        delay = min(RESTART_DELAY_S * 2**self.restarts, RESTART_DELAY_MAX_S)
+        self.restarts += 1
+        log.error(
+            "the monitor of pane %s died; starting it again in %.2f s",
+            self.pane.pane_id,
+            delay,
+            exc_info=error,
+        )
+        asyncio.get_running_loop().call_later(delay, self._restart)
+
+    def _restart(self) -> None:
+        if not self._stopped and self.latest.alive:
+            self.start()
 
     # -- observations ---------------------------------------------------------------------------
 

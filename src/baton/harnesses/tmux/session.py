@@ -131,6 +131,11 @@ class TmuxAgentSession:
         """The screen's state as last observed (None once the pane is gone)."""
         return self._ctx.monitor.latest.state
 
+    @property
+    def monitor_restarts(self) -> int:
+        """How often the pane's monitor died of an unexpected error and was started again."""
+        return self._ctx.monitor.restarts
+
     def on_state(self, listener: Callable[[ScreenState | None], None]) -> None:
         """Call ``listener`` on every screen-state change, also between turns (None: exited)."""
         self._listeners.append(listener)
