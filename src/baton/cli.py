@@ -98,7 +98,8 @@ def _daemon_command(args: argparse.Namespace) -> int:
         return bridge_main(args.surface, args.config, start=not args.no_start)
     os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
     try:
-        config = load_config(args.config)
+        # approvals and dashboard-url talk to a running daemon: they start no agent.
+        config = load_config(args.config, need_droid=args.command == "daemon")
     except ConfigError as exc:
         print(f"baton: {exc}", file=sys.stderr)
         return EXIT_CONFIG

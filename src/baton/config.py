@@ -313,7 +313,9 @@ def droid_mcp_fallbacks(environ: Mapping[str, str]) -> dict[str, Any]:
     return fallbacks
 
 
-def load_config(path: str | None, fallbacks: Mapping[str, Any] | None = None) -> Config:
+def load_config(
+    path: str | None, fallbacks: Mapping[str, Any] | None = None, *, need_droid: bool = True
+) -> Config:
     """Load, validate and canonicalise the host configuration.
 
     ``fallbacks`` (e.g. :func:`droid_mcp_fallbacks`) replace embedded defaults for keys the file
@@ -321,7 +323,8 @@ def load_config(path: str | None, fallbacks: Mapping[str, Any] | None = None) ->
     approved root,
     the platform state directory and ``droid`` from ``PATH``. Everything else is validated
     before ``droid`` is looked up on ``PATH``, so a config error is never reported as a missing
-    Droid CLI.
+    Droid CLI. ``need_droid=False`` (commands that start no agent: ``baton approvals``,
+    ``baton dashboard-url``) skips the Droid checks; ``droidPath`` is then unchecked.
 
     Raises
     ------
@@ -356,6 +359,8 @@ def load_config(path: str | None, fallbacks: Mapping[str, Any] | None = None) ->
     except ValidationError as exc:
         raise ConfigError(f"invalid config: {config_problems(exc)}") from None
     config = _canonicalise(config)
+    if not need_droid:
+        return config
     if droid_unset:
         droid = shutil.which("droid")
         if droid is None:

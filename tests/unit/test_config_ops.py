@@ -77,6 +77,20 @@ def test_missing_droid_is_reported_once_the_config_is_valid(tmp_path: Path) -> N
         load_config(_write(tmp_path, config))
 
 
+@pytest.mark.usefixtures("no_droid_on_path")
+@pytest.mark.parametrize("command", [["approvals", "list"], ["dashboard-url"]])
+def test_commands_that_start_no_agent_do_not_need_droid(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"approvedDirectories": [str(tmp_path)], "stateDirectory": str(tmp_path / "s")}
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--config", _write(tmp_path, config)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 1, err  # no daemon runs: the command's own answer
+    assert ("no Baton daemon" in err or "no dashboard is running" in err) and "droid CLI" not in err
+    assert not (tmp_path / "s").exists()  # asking changed nothing
+
+
 def test_droid_found_on_path_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
