@@ -112,6 +112,18 @@ async def start(client: Client, setup: Setup, key: str, prompt: str, **extra: An
     return await call(client, "droid_start", {**args, **extra})
 
 
+async def test_models_name_the_default_of_the_configured_settings_file(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    """droidSettingsFile's sessionDefaultSettings.model is what a start without a model runs on
+    (Droid gives the runtime settings precedence), so droid_models must report it."""
+    setup = Setup(tmp_path, model_server)
+    async with baton(setup.config, setup.env, "droid-mcp") as client:
+        models = await call(client, "droid_models", {})
+    assert models["defaultModel"] == DEFAULT_MODEL_ID
+    assert DEFAULT_MODEL_ID in [m["id"] for m in models["models"]]
+
+
 async def test_smoke_flow_permission_respond_result_with_diff(
     tmp_path: Path, model_server: ScriptedModelServer
 ) -> None:

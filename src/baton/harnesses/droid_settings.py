@@ -34,8 +34,14 @@ _MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 
 def read_user_settings(factory_home: Path) -> Json | None:
     """``<factory_home>/settings.json`` as a dict; None if missing, unreadable or not an object."""
+    return read_settings_file(factory_home / "settings.json")
+
+
+def read_settings_file(path: Path) -> Json | None:
+    """A Droid settings file (user settings, or a runtime ``--settings`` file) as a dict; None if
+    missing, unreadable, over the size bound or not an object."""
     try:
-        with open(factory_home / "settings.json", "rb") as handle:
+        with open(path, "rb") as handle:
             data = handle.read(_MAX_SETTINGS_BYTES + 1)
     except OSError:
         return None

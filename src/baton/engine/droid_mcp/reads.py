@@ -29,6 +29,7 @@ from baton.harnesses.droid_settings import (
     default_model,
     help_default_model,
     parse_exec_help,
+    read_settings_file,
     read_user_settings,
 )
 from baton.harnesses.droid_transcript import TranscriptReader
@@ -122,7 +123,12 @@ class DroidMcpReads:
         return answer
 
     async def _default_model(self) -> str | None:
-        configured = default_model(read_user_settings(self.factory_home))
+        # The runtime settings file Baton passes with --settings overrides the user's settings
+        # (measured: a start without a model runs on its sessionDefaultSettings.model).
+        runtime = self.service.config.droidSettingsFile
+        configured = (
+            default_model(read_settings_file(Path(runtime))) if runtime else None
+        ) or default_model(read_user_settings(self.factory_home))
         if configured:
             return configured
         if os.environ.get("FACTORY_AIRGAP_ENABLED") == "1":
