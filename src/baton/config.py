@@ -154,6 +154,18 @@ class SpawneaConfig(BaseModel):
     startupWaitMs: int = Field(default=30_000, ge=1000, le=300_000)
     """How long a prompt waits for a starting session to become ready."""
 
+    @model_validator(mode="after")
+    def _unique_ids(self) -> SpawneaConfig:
+        # An id names one entry: with two, the later one silently replaced the first.
+        for what, ids in (
+            ("projects", [p.id for p in self.projects]),
+            ("harnesses", [h.id for h in self.harnesses]),
+        ):
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            if twice:
+                raise ValueError(f"{what}: duplicate id {', '.join(map(repr, twice))}")
+        return self
+
 
 class Config(BaseModel):
     """The validated host configuration. Field names are the JSON keys (camelCase)."""
@@ -393,6 +405,14 @@ def _canonicalise(config: Config) -> Config:
         raise ConfigError(f"droidSettingsFile does not exist: {config.droidSettingsFile}")
     if config.tokenFile is not None:
         check_private_file(Path(config.tokenFile), what="tokenFile")
+    for project in config.spawnea.projects:
+        real = os.path.realpath(project.path)
+        if not os.path.isdir(real):
+            raise ConfigError(f"spawnea project {project.id!r}: {project.path} is not a directory")
+        if not any(os.path.commonpath([real, root]) == root for root in roots):
+            raise ConfigError(
+                f"spawnea project {project.id!r}: {project.path} is outside the approved roots"
+            )
     return config.model_copy(update={"approvedDirectories": roots})
 
 

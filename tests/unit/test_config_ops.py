@@ -77,6 +77,52 @@ def test_missing_droid_is_reported_once_the_config_is_valid(tmp_path: Path) -> N
         load_config(_write(tmp_path, config))
 
 
+@pytest.mark.parametrize(
+    ("spawnea", "needle"),
+    [
+        pytest.param(
+            {"projects": [{"id": "o", "name": "o", "path": "/"}]},
+            "spawnea project 'o': / is outside the approved roots",
+            id="project-outside-roots",
+        ),
+        pytest.param(
+            {"projects": [{"id": "m", "name": "m", "path": "/no/such/project"}]},
+            "is not a directory",
+            id="project-missing",
+        ),
+        pytest.param(
+            {
+                "projects": [
+                    {"id": "d", "name": "d1", "path": "ROOT"},
+                    {"id": "d", "name": "d2", "path": "ROOT"},
+                ]
+            },
+            "spawnea: projects: duplicate id 'd'",
+            id="duplicate-project",
+        ),
+        pytest.param(
+            {"harnesses": [{"id": "h", "name": "a", "kind": "generic", "command": ["sh"]}] * 2},
+            "duplicate id 'h'",
+            id="duplicate-harness",
+        ),
+    ],
+)
+def test_spawnea_catalogue_mistakes_are_config_errors(
+    tmp_path: Path, spawnea: dict[str, Any], needle: str
+) -> None:
+    """A project outside the roots was offered and failed only at create time; of two entries
+    with one id, the later silently won."""
+    text = json.dumps(spawnea).replace("ROOT", str(tmp_path))
+    config = {
+        "approvedDirectories": [str(tmp_path)],
+        "stateDirectory": str(tmp_path / "s"),
+        "spawnea": json.loads(text),
+    }
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, config), need_droid=False)
+    assert needle in str(caught.value)
+
+
 @pytest.mark.usefixtures("no_droid_on_path")
 @pytest.mark.parametrize("command", [["approvals", "list"], ["dashboard-url"]])
 def test_commands_that_start_no_agent_do_not_need_droid(
