@@ -55,6 +55,18 @@ def test_without_a_catalogue_every_root_is_a_project_and_found_agents_are_offere
     }  # codex is not on PATH: not offered
 
 
+def test_the_default_droid_harness_uses_the_hosts_settings_file(tmp_path: Path) -> None:
+    """Without it the TUI has none of the host's custom models (a BYOK host cannot run it)."""
+    settings = tmp_path / "droid-settings.json"
+    settings.write_text("{}")
+    catalog = Catalog(load_config(str(_config(tmp_path, droidSettingsFile=str(settings)))))
+    assert catalog.harnesses["droid"].command == [
+        str(tmp_path / "droid"),
+        "--settings",
+        str(settings),
+    ]
+
+
 def test_a_configured_catalogue_replaces_the_defaults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,7 +31,9 @@ class Catalog:
     def __init__(self, config: Config) -> None:
         spawnea = config.spawnea
         projects = spawnea.projects or default_projects(config.approvedDirectories)
-        harnesses = spawnea.harnesses or default_harnesses(config.droidPath)
+        harnesses = spawnea.harnesses or default_harnesses(
+            config.droidPath, config.droidSettingsFile
+        )
         self.projects = {p.id: p for p in projects if p.enabled}
         self.harnesses = {h.id: h for h in harnesses if h.enabled}
 
@@ -103,9 +105,12 @@ _KNOWN_AGENTS: tuple[tuple[Literal["claude", "codex"], str], ...] = (
 )
 
 
-def default_harnesses(droid_path: str) -> list[SpawneaHarness]:
-    """Droid (the host's ``droidPath``), then Claude Code and Codex if found on ``PATH``."""
-    harnesses = [SpawneaHarness(id="droid", name="Droid", kind="droid", command=[droid_path])]
+def default_harnesses(droid_path: str, settings_file: str | None = None) -> list[SpawneaHarness]:
+    """Droid (the host's ``droidPath``, with ``--settings`` the host's ``droidSettingsFile`` so
+    its custom models work in the TUI as in ``droid exec``), then Claude Code and Codex if found
+    on ``PATH``."""
+    droid = [droid_path, *(["--settings", settings_file] if settings_file else [])]
+    harnesses = [SpawneaHarness(id="droid", name="Droid", kind="droid", command=droid)]
     for agent_id, name in _KNOWN_AGENTS:
         found = shutil.which(agent_id)
         if found is not None:
