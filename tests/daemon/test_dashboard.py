@@ -8,7 +8,9 @@ executor; the Agent Context and UI state pages show what the connection did."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import socket
 from pathlib import Path
 
@@ -77,6 +79,28 @@ async def test_a_dashboard_port_in_use_refuses_the_start_before_any_client_can_f
     assert site.descriptor() is None
     for name in ("daemon.json", "dashboard.json", "admin.token"):
         assert not (site.state / name).exists(), name
+
+
+async def test_a_daemon_started_by_a_bridge_writes_no_login_token_to_its_log(
+    make_site: MakeSite, tmp_path: Path
+) -> None:
+    """Its stderr is ``daemon.log``: the address goes there, the one-time login URL does not
+    (secrets never reach logs); ``baton dashboard-url`` mints one."""
+    site = make_site(dashboard={"port": 0})
+    try:
+        err = tmp_path / "bridge.err"
+        async with bridge(site, "controller", "--config", str(site.config), errlog=err) as client:
+            assert (await client.list_tools()).tools
+        log = await anyio.to_thread.run_sync((site.state / "daemon.log").read_text)
+        announced = re.search(r"baton: dashboard at (http://127\.0\.0\.1:\d+/) \(log in", log)
+        assert announced is not None, log
+        assert "token=" not in log
+        login = await anyio.to_thread.run_sync(dashboard_url, site)
+        assert login.startswith(announced.group(1) + "login?token=")
+    finally:
+        found = site.descriptor()
+        if found is not None:
+            os.kill(found.pid, signal.SIGTERM)
 
 
 async def test_daemon_dashboard_shows_spawnea_sessions_live_and_approves_through_the_daemon(

@@ -202,13 +202,16 @@ async def serve(
     port: int,
     state_directory: Path,
     *,
+    announce_login: bool = True,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the dashboard over :class:`DaemonProvider` on ``127.0.0.1:port`` until cancelled.
 
     Once listening it publishes the login handshake in ``state_directory`` (for ``baton
     dashboard-url``), points Spawnea's ``deliveredToRenderer`` at the open pages, prints a
-    one-time login URL on stderr and reports the base URL (``http://127.0.0.1:PORT/``) through
+    one-time login URL on stderr (only the address when ``announce_login`` is False, as for a
+    daemon a bridge started, whose stderr is its log file: a login token must not reach a log)
+    and reports the base URL (``http://127.0.0.1:PORT/``) through
     ``task_status``. On cancellation it withdraws the handshake and closes its connections.
 
     Raises
@@ -227,7 +230,15 @@ async def serve(
         assert dashboard is not None
         if spawnea is not None:
             spawnea.viewers = lambda: dashboard.viewers
-        print(f"baton: dashboard at {server.login_url()}", file=sys.stderr, flush=True)
+        if announce_login:
+            print(f"baton: dashboard at {server.login_url()}", file=sys.stderr, flush=True)
+        else:
+            print(
+                f"baton: dashboard at {server.base_url} (log in with the URL that "
+                "`baton dashboard-url --config CFG` prints)",
+                file=sys.stderr,
+                flush=True,
+            )
         task_status.started(server.base_url)
         await anyio.sleep_forever()
     finally:

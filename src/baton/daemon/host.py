@@ -33,6 +33,7 @@ import stat
 import sys
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from baton.daemon.admin import (
 from baton.daemon.approvals import Approvals
 from baton.daemon.gateway import Gateway
 from baton.daemon.runtime_file import (
+    DETACHED_VARIABLE,
     IDENTITY_VARIABLES,
     Descriptor,
     RuntimePaths,
@@ -93,6 +95,8 @@ class Daemon:
         self._handle_signals = handle_signals
         self._owner = OwnerLock(self.state_dir, "daemon")
         self.store = Store(self.state_dir)
+        #: Print a one-time dashboard login URL on stderr (not when stderr is a log file).
+        self.announce_login = True
         self.gateway_enabled = disabled_by(self._env) is None
         self.started_at = utc_now()
         self.engine: Engine | None = None
@@ -249,7 +253,10 @@ class Daemon:
         from baton.daemon.dashboard import serve
 
         self.dashboard_url = await tg.start(
-            serve, self.services, self.config.dashboard.port, self.state_dir
+            partial(serve, announce_login=self.announce_login),
+            self.services,
+            self.config.dashboard.port,
+            self.state_dir,
         )
 
     def _start_http(self, tg: anyio.abc.TaskGroup) -> None:
@@ -340,7 +347,9 @@ def run_daemon(config: Config, *, exit_state: int, exit_config: int) -> int:
     """
     for name in IDENTITY_VARIABLES:  # never handed down to an agent this daemon starts
         os.environ.pop(name, None)
+    detached = os.environ.pop(DETACHED_VARIABLE, None) == "1"
     daemon = Daemon(config)
+    daemon.announce_login = not detached
     try:
         daemon.open()
     except StateError as exc:

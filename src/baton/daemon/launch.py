@@ -24,6 +24,7 @@ from typing import Final
 
 from baton.config import Config, load_config
 from baton.daemon.runtime_file import (
+    DETACHED_VARIABLE,
     IDENTITY_VARIABLES,
     Descriptor,
     RuntimePaths,
@@ -101,6 +102,7 @@ def start_daemon(paths: RuntimePaths, config_path: str | None, config: Config | 
         if config_path is not None:
             argv += ["--config", config_path]
         env = {k: v for k, v in os.environ.items() if k not in IDENTITY_VARIABLES}
+        env[DETACHED_VARIABLE] = "1"  # its stderr is a log file: no login URL in it
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             proc = subprocess.Popen(

@@ -49,6 +49,8 @@ ENABLED_VARIABLES = ("BATON_CONTROL_ENABLED", "SPAWNEA_CONTROL_ENABLED")
 #: A caller's Spawnea identity (``WAVE2.md`` §1.2): sent by the bridge, never inherited by the
 #: daemon or the agents it starts.
 IDENTITY_VARIABLES = ("SPAWNEA_SESSION_ID", "BATON_SESSION_ID")
+#: Set by a bridge in the environment of the daemon it starts (whose stderr goes to a log file).
+DETACHED_VARIABLE = "BATON_DAEMON_DETACHED"
 DISABLED_VALUES = frozenset({"0", "false", "off", "no", "disabled"})
 #: ``sun_path`` holds 108 bytes on Linux, the terminating NUL included.
 SOCKET_PATH_MAX = 107
