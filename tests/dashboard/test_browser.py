@@ -65,6 +65,27 @@ async def logged_in(browser: Browser, host: Host, **context: Any) -> tuple[Brows
     return ctx, page
 
 
+async def test_a_logged_in_page_loads_with_no_failed_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: Browser
+) -> None:
+    """Every request a page makes succeeds, and the page names an icon that loads (without one a
+    browser asks for /favicon.ico, a 404 on every page)."""
+    async with dashboard(tmp_path, monkeypatch) as host:
+        ctx, page = await logged_in(browser, host)
+        failed: list[str] = []
+        page.on(
+            "response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None
+        )
+        await page.goto(host.base_url + "/")
+        await expect(page.get_by_role("heading", name="Sessions", level=1)).to_be_visible()
+        await page.wait_for_load_state("networkidle")
+        assert failed == []
+        icon = await page.locator('link[rel="icon"]').get_attribute("href")
+        assert icon is not None
+        assert (await page.request.get(host.base_url + icon)).status == 200
+        await ctx.close()
+
+
 async def test_one_time_login_url_logs_in_once_with_a_strict_http_only_cookie(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: Browser
 ) -> None:
