@@ -96,3 +96,11 @@ def test_symlinked_spelling_locks_the_same_tree(roots: dict[str, Path]) -> None:
     held = [TreeLock("run-a", approve_workspace(str(roots["root"] / "app"), [root]), "high")]
     found = find_conflict(canonical, "high", held)
     assert found is not None and found.run_id == "run-a"
+
+
+def test_holders_of_one_family_share_a_tree_and_nobody_else_does() -> None:
+    held = [TreeLock("ses-a", "/srv/app", "high", shares="spawnea")]
+    assert find_conflict("/srv/app/sub", "high", held, shares="spawnea") is None
+    assert find_conflict("/srv/app", "high", held) == held[0]  # a writer of another surface
+    assert find_conflict("/srv/app", "off", held) == held[0]  # a reader meets a writer
+    assert find_conflict("/srv/app", "high", held, shares="other") == held[0]

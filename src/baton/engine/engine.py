@@ -26,6 +26,7 @@ from baton.engine.lease import WorkerLease
 from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder, HeldLock, WorkspaceLocks
 from baton.engine.policy import POLICIES, SurfacePolicy
+from baton.engine.recorder import RunRecorder
 from baton.engine.records import ResultPage, RunPage, RunRecord
 from baton.engine.runs import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
 from baton.engine.workspaces import TreeLock, find_conflict
@@ -61,6 +62,9 @@ class Engine:
         self.epoch = new_id("epoch")
         self._locks: WorkspaceLocks | None = None
         self._held: dict[str, HeldLock] = {}
+        #: Standing writer claims of sessions the engine does not run as a :class:`LiveSession`
+        #: (Spawnea's tmux agents), by session key; each also holds a lock in :attr:`_held`.
+        self._claims: dict[str, TreeLock] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
         self.controller = ControllerRuns(self)
         self._droid_mcp: DroidMcp | None = None
@@ -221,7 +225,8 @@ class Engine:
         self.release_tree(session.session_key)
 
     def release_tree(self, session_key: str) -> None:
-        """Drop a session's cross-process tree lock, if it holds one."""
+        """Drop a session's tree lock (and standing claim), if it holds one."""
+        self._claims.pop(session_key, None)
         held = self._held.pop(session_key, None)
         if held is not None:
             self.locks.release(held)
@@ -248,9 +253,13 @@ class Engine:
             self._locks = WorkspaceLocks(runtime_dir("locks"))
         return self._locks
 
-    def tree_conflict(self, workspace: str, autonomy: str) -> LiveSession | ForeignHolder | None:
-        """The live session (this process) or foreign writer (another Baton process) whose tree
-        lock conflicts with a new writer of ``workspace`` at ``autonomy``."""
+    def tree_conflict(
+        self, workspace: str, autonomy: str, shares: str | None = None
+    ) -> LiveSession | TreeLock | ForeignHolder | None:
+        """What holds a tree lock that conflicts with a new holder of ``workspace`` at
+        ``autonomy`` (of the ``shares`` family, if any): a live session or a standing claim
+        (a :class:`TreeLock` of :meth:`claim_tree`) of this process, or a writer of another
+        Baton process."""
         held = [
             TreeLock(key, s.workspace, s.autonomy)
             for key, s in self.live.items()
@@ -259,7 +268,10 @@ class Engine:
         local = find_conflict(workspace, autonomy, held)
         if local is not None:
             return self.live[local.run_id]
-        return self.locks.foreign_conflict(workspace, autonomy)
+        claimed = find_conflict(workspace, autonomy, self._claims.values(), shares)
+        if claimed is not None:
+            return claimed
+        return self.locks.foreign_conflict(workspace, autonomy, shares)
 
     def hold_tree(self, session_key: str, workspace: str, autonomy: str) -> None:
         """Take the cross-process lock for a session about to be launched (no ``await``).
@@ -273,6 +285,32 @@ class Engine:
         if isinstance(got, ForeignHolder):
             raise busy_elsewhere(got)
         self._held[session_key] = got
+
+    def claim_tree(self, session_key: str, workspace: str, shares: str) -> None:
+        """Take a standing writer claim on ``workspace`` for a session that is not a
+        :class:`LiveSession` (a Spawnea tmux agent), held until :meth:`release_tree` (no
+        ``await``: check and take are atomic on the event loop, and across processes under the
+        lock directory's mutex).
+
+        The claim is a writer (``high``) in the controller's tree rules (``controller.md``,
+        "Configuration and security"): controller and droid-mcp writers and readers of an
+        overlapping tree are refused while it is held; holders of the same ``shares`` family
+        share trees (Spawnea's same-project children, ``WAVE2.md`` decision 7).
+
+        Raises
+        ------
+        BatonError
+            ``workspace_busy`` if a live session, another claim outside the family, or a writer
+            of another Baton process holds an overlapping tree.
+        """
+        conflict = self.tree_conflict(workspace, "high", shares)
+        if conflict is not None:
+            raise busy(conflict)
+        got = self.locks.acquire(session_key, workspace, "high", shares)
+        if isinstance(got, ForeignHolder):
+            raise busy_elsewhere(got)
+        self._held[session_key] = got
+        self._claims[session_key] = TreeLock(session_key, workspace, "high", shares)
 
     # -- models ----------------------------------------------------------------------------------
 
@@ -313,6 +351,35 @@ class Engine:
             options["settingsFile"] = self.config.droidSettingsFile
         options.update(extra)
         return options
+
+
+def busy(conflict: LiveSession | TreeLock | ForeignHolder) -> BatonError:
+    """``workspace_busy`` naming whatever holds the tree (``controller.md``: the conflicting
+    run and canonical workspace; a standing claim names its session instead, having no run)."""
+    if isinstance(conflict, ForeignHolder):
+        return busy_elsewhere(conflict)
+    if isinstance(conflict, TreeLock):
+        return busy_claimed(conflict)
+    holder = next((t for t in conflict.turns.values() if isinstance(t, RunRecorder)), None)
+    holder_id = holder.run_id if holder is not None else conflict.session_key
+    return BatonError(
+        "workspace_busy",
+        f"workspace tree is in use by run {holder_id} ({conflict.workspace}); there is no queue",
+        conflictingRunId=holder_id,
+        workspace=conflict.workspace,
+    )
+
+
+def busy_claimed(claim: TreeLock) -> BatonError:
+    """``workspace_busy`` for a standing claim of this process (a live Spawnea session)."""
+    return BatonError(
+        "workspace_busy",
+        f"workspace tree is in use by session {claim.run_id} ({claim.workspace}), whose agent "
+        "writes there; it is released when that session is closed or its agent exits. There is "
+        "no queue",
+        conflictingSessionId=claim.run_id,
+        workspace=claim.workspace,
+    )
 
 
 def busy_elsewhere(holder: ForeignHolder) -> BatonError:

@@ -3,13 +3,15 @@
 Within one process the engine's live table decides conflicts (and names the conflicting run).
 Another Baton process with its own state directory would not see that table, so every writer
 also holds a lock file in the user's runtime directory (``$XDG_RUNTIME_DIR/baton/locks``): a small
-JSON record (workspace, autonomy, holder, pid) with an ``flock`` held on it for as long as the
-writer is live. The kernel drops an ``flock`` when its holder dies, so a crashed process never
-leaves a lock behind that blocks forever; such files are removed by the next scan. Scans and
-acquisitions run under one mutex ``flock``, so two processes cannot both find a tree free.
+JSON record (workspace, autonomy, holder, pid, and the ``shares`` family if any) with an ``flock``
+held on it for as long as the writer is live. The kernel drops an ``flock`` when its holder dies,
+so a crashed process never leaves a lock behind that blocks forever; such files are removed by the
+next scan. Scans and acquisitions run under one mutex ``flock``, so two processes cannot both find
+a tree free.
 
 Compatibility is :func:`baton.engine.workspaces.find_conflict`'s: read-only (``off``) holders
-share; any other pair conflicts when one tree contains the other.
+share, and so do holders of one ``shares`` family (Spawnea sessions); any other pair conflicts
+when one tree contains the other. A record without ``shares`` (an older Baton) shares with nobody.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class ForeignHolder:
     autonomy: str
     holder: str
     pid: int
+    shares: str | None = None
 
 
 class WorkspaceLocks:
@@ -59,15 +62,22 @@ class WorkspaceLocks:
         finally:
             os.close(fd)
 
-    def foreign_conflict(self, workspace: str, autonomy: str) -> ForeignHolder | None:
+    def foreign_conflict(
+        self, workspace: str, autonomy: str, shares: str | None = None
+    ) -> ForeignHolder | None:
         """A live writer of another process whose tree conflicts with ``workspace``, if any."""
         with self._mutex():
-            return self._scan(workspace, autonomy)
+            return self._scan(workspace, autonomy, shares)
 
-    def acquire(self, holder: str, workspace: str, autonomy: str) -> HeldLock | ForeignHolder:
-        """Hold a lock for ``holder`` on ``workspace``, or return the foreign holder in the way."""
+    def acquire(
+        self, holder: str, workspace: str, autonomy: str, shares: str | None = None
+    ) -> HeldLock | ForeignHolder:
+        """Hold a lock for ``holder`` on ``workspace``, or return the foreign holder in the way.
+
+        ``shares``: the family of holders this one may share trees with (see
+        :class:`~baton.engine.workspaces.TreeLock`)."""
         with self._mutex():
-            conflict = self._scan(workspace, autonomy)
+            conflict = self._scan(workspace, autonomy, shares)
             if conflict is not None:
                 return conflict
             digest = hashlib.sha256(f"{holder}\0{workspace}".encode()).hexdigest()[:32]
@@ -75,7 +85,13 @@ class WorkspaceLocks:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                record = {"workspace": workspace, "autonomy": autonomy, "holder": holder}
+                record: dict[str, str] = {
+                    "workspace": workspace,
+                    "autonomy": autonomy,
+                    "holder": holder,
+                }
+                if shares is not None:
+                    record["shares"] = shares
                 os.write(fd, json.dumps({**record, "pid": os.getpid()}).encode())
             except BaseException:
                 os.close(fd)
@@ -89,13 +105,13 @@ class WorkspaceLocks:
                 lock.path.unlink()
             os.close(lock.fd)
 
-    def _scan(self, workspace: str, autonomy: str) -> ForeignHolder | None:
+    def _scan(self, workspace: str, autonomy: str, shares: str | None) -> ForeignHolder | None:
         for path in self.directory.glob("*.lock"):
             record = self._live_record(path)
             if record is None or record.pid == os.getpid():
                 continue  # stale (removed) or ours (the live table decides those)
-            held = [TreeLock(record.holder, record.workspace, record.autonomy)]
-            if find_conflict(workspace, autonomy, held) is not None:
+            held = [TreeLock(record.holder, record.workspace, record.autonomy, record.shares)]
+            if find_conflict(workspace, autonomy, held, shares) is not None:
                 return record
         return None
 
@@ -117,6 +133,7 @@ class WorkspaceLocks:
                         str(raw["autonomy"]),
                         str(raw["holder"]),
                         int(raw["pid"]),
+                        str(raw["shares"]) if raw.get("shares") is not None else None,
                     )
                 except (ValueError, KeyError, TypeError):
                     return None  # being written right now cannot happen: writes hold the mutex

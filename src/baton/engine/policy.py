@@ -51,8 +51,9 @@ class RepoSlots:
 
 @dataclass(frozen=True, slots=True)
 class SharedAllowed:
-    """Sessions may share a tree (Spawnea's ``same-project`` children); finalization is guarded
-    separately."""
+    """Sessions of the surface may share a tree among themselves (Spawnea's ``same-project``
+    children, ``WAVE2.md`` decision 7); finalization is guarded separately. To every other
+    surface each live session is a writer holding its tree (``Engine.claim_tree``)."""
 
     kind: Literal["shared"] = "shared"
 

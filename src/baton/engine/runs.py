@@ -26,7 +26,7 @@ from baton.engine.policy import CONTROLLER
 from baton.engine.recorder import RunRecorder
 from baton.engine.records import TERMINAL_STATES, CancelNote, ResultPage, RunPage, RunRecord
 from baton.engine.validation import OFFSET_MAX, check_request, effective_autonomy
-from baton.engine.workspaces import approve_workspace, check_workspace_spelling, shown
+from baton.engine.workspaces import TreeLock, approve_workspace, check_workspace_spelling, shown
 from baton.errors import BatonError
 from baton.paging import page_utf16
 from baton.store import AcceptedRun
@@ -303,10 +303,10 @@ class ControllerRuns:
         """
         cleaning: list[LiveSession] = []
         conflict = self.engine.tree_conflict(workspace, autonomy)
-        if isinstance(conflict, ForeignHolder):
-            from baton.engine.engine import busy_elsewhere
+        if isinstance(conflict, ForeignHolder | TreeLock):
+            from baton.engine.engine import busy
 
-            raise busy_elsewhere(conflict)
+            raise busy(conflict)  # another process's writer, or a live Spawnea session
         if conflict is not None and conflict is not ignore:
             if _cleaning_up(conflict) and not final:
                 cleaning.append(conflict)

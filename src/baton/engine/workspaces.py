@@ -114,21 +114,31 @@ def approve_workspace(workspace: str, roots: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class TreeLock:
-    """A live run's hold on a canonical workspace tree."""
+    """A live run's (or session's) hold on a canonical workspace tree.
+
+    ``shares`` names a family of holders that may share trees with each other (Spawnea sessions:
+    same-project children run in their parent's directory by contract, ``WAVE2.md`` decision 7);
+    None for holders that share with nobody but read-only peers.
+    """
 
     run_id: str
     workspace: str
     autonomy: str
+    shares: str | None = None
 
 
-def find_conflict(workspace: str, autonomy: str, held: Iterable[TreeLock]) -> TreeLock | None:
+def find_conflict(
+    workspace: str, autonomy: str, held: Iterable[TreeLock], shares: str | None = None
+) -> TreeLock | None:
     """The first held lock that a new run on ``workspace`` at ``autonomy`` would conflict with.
 
-    Read-only (``off``) runs share trees; any other run needs its whole tree (ancestors and
-    descendants included) to itself.
+    Read-only (``off``) runs share trees; so do holders of one ``shares`` family (not None); any
+    other run needs its whole tree (ancestors and descendants included) to itself.
     """
     for lock in held:
         if autonomy == "off" and lock.autonomy == "off":
+            continue
+        if shares is not None and lock.shares == shares:
             continue
         if trees_overlap(workspace, lock.workspace):
             return lock

@@ -28,6 +28,7 @@ from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder
 from baton.engine.policy import DROID_MCP
 from baton.engine.recorder import RunRecorder, TurnObserver
+from baton.engine.workspaces import TreeLock
 from baton.errors import BatonError
 from baton.store import AcceptedRun, NewSession
 from baton.supervisor import wire
@@ -228,10 +229,10 @@ class OwnSessions:
         """
         engine = self.engine
         conflict = engine.tree_conflict(own.workspace, "high")
-        if isinstance(conflict, ForeignHolder):
-            from baton.engine.engine import busy_elsewhere
+        if isinstance(conflict, ForeignHolder | TreeLock):
+            from baton.engine.engine import busy
 
-            raise busy_elsewhere(conflict)
+            raise busy(conflict)  # another process's writer, or a live Spawnea session
         if conflict is not None and conflict is not own.live:
             raise BatonError(
                 "workspace_busy",

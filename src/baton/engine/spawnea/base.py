@@ -96,6 +96,9 @@ class ServiceBase:
         """The daemon stops: stop watching every pane; the agents keep running (contract)."""
         for hosted in self.hosted.values():
             await hosted.detach()
+            # The claim cannot outlive this process (its flock dies with it); the next daemon
+            # takes it again when it re-adopts the pane.
+            self.engine.release_tree(hosted.session_key)
 
     # -- authorization ----------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from baton.engine.clock import utc_now
 from baton.engine.intents import fingerprint
+from baton.engine.policy import SPAWNEA
 from baton.engine.spawnea.base import (
     _ALIAS,
     PROMPT_MAX,
@@ -47,15 +48,30 @@ class Creation(ServiceBase):
                 exited += 1
                 continue
             hosted = self._hosted(row, {**self._options(row), "attach": attach})
+            self._reclaim(row)
             try:
                 await hosted.open()
             except HarnessError as exc:
                 log.warning("could not re-adopt %s: %s", row["session_key"], exc.message)
+                self.engine.release_tree(row["session_key"])
                 self.rows.set_status(row["session_key"], "exited")
                 exited += 1
                 continue
             adopted += 1
         return {"adopted": adopted, "exited": exited}
+
+    def _reclaim(self, row: Mapping[str, Any]) -> None:
+        """Take a re-adopted pane's writer claim again. The agent kept running while no daemon
+        held its claim, so a writer may have taken the tree meanwhile: the pane is adopted all
+        the same (refusing would orphan a live agent), and the clash is logged."""
+        try:
+            self.engine.claim_tree(str(row["session_key"]), str(row["workspace"]), SPAWNEA.name)
+        except BatonError as exc:
+            log.warning(
+                "re-adopted %s without a writer claim on its tree: %s",
+                row["session_key"],
+                exc.message,
+            )
 
     async def create_root(self, scope: Scope, args: Mapping[str, Any]) -> dict[str, Any]:
         """``spawnea_create_session``: one root, bound to this connection before returning.
@@ -129,6 +145,11 @@ class Creation(ServiceBase):
             # the managed worktree Baton made of it, which lies outside the approved roots.
             roots.append(str(worktrees_root(self.config.stateDirectory)))
         cwd = approve_workspace(workspace or project.path, roots)
+        if not use_worktree:
+            # The agent writes in this tree for as long as it lives: claim it before anything
+            # is created, so a refusal (``workspace_busy``, rendered ``conflict``) leaves
+            # nothing behind. Spawnea sessions share trees among themselves.
+            self.engine.claim_tree(session_key, cwd, SPAWNEA.name)
         settings: dict[str, Any] = {
             "projectId": project.id,
             "harnessId": harness.id,
@@ -137,15 +158,19 @@ class Creation(ServiceBase):
             else ("same-project" if parent else "project"),
             "model": model,
         }
-        self.rows.create(
-            session_key,
-            cwd,
-            parent=parent,
-            name=name[:TITLE_MAX],
-            task=task,
-            alias=alias,
-            settings=settings,
-        )
+        try:
+            self.rows.create(
+                session_key,
+                cwd,
+                parent=parent,
+                name=name[:TITLE_MAX],
+                task=task,
+                alias=alias,
+                settings=settings,
+            )
+        except BaseException:
+            self.engine.release_tree(session_key)
+            raise
         worktree = None
         try:
             if use_worktree:
@@ -153,6 +178,7 @@ class Creation(ServiceBase):
                     make_worktree, self, session_key, project, base, name
                 )
                 cwd = worktree["path"]
+                self.engine.claim_tree(session_key, cwd, SPAWNEA.name)  # a tree of its own
                 settings["worktree"] = worktree
                 self.rows.update(session_key, workspace=cwd, settings=settings)
             hosted = self._hosted(
@@ -161,6 +187,7 @@ class Creation(ServiceBase):
             await hosted.open()
         except BaseException as exc:
             self.hosted.pop(session_key, None)
+            self.engine.release_tree(session_key)
             if worktree is not None:
                 await asyncio.to_thread(remove_new_worktree, self, session_key)
             self.rows.delete(session_key)  # rolled back: nothing is left of the attempt
@@ -227,6 +254,8 @@ class Creation(ServiceBase):
             status, "open"
         )
         self.rows.set_status(hosted.session_key, stored)
+        if stored in ("exited", "closed"):
+            self.engine.release_tree(hosted.session_key)  # its agent no longer writes there
         if hosted.agent is not None and stored == "open":
             self.rows.update(hosted.session_key, attach=hosted.agent.attach)
 

@@ -37,6 +37,8 @@ _CODES = {
     "conflict": "conflict",
     "session_busy": "conflict",
     "idempotency_conflict": "conflict",
+    # A writer of another surface holds the tree: the request is valid, the host's state is not.
+    "workspace_busy": "conflict",
     "operation_failed": "operation_failed",
     "internal_error": "operation_failed",
 }
