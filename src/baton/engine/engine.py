@@ -26,6 +26,7 @@ from baton.engine.lease import WorkerLease
 from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder, HeldLock, WorkspaceLocks
 from baton.engine.policy import POLICIES, SurfacePolicy
+from baton.engine.recorder import RunRecorder
 from baton.engine.records import ResultPage, RunPage, RunRecord
 from baton.engine.runs import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
 from baton.engine.workspaces import TreeLock, find_conflict
@@ -260,6 +261,41 @@ class Engine:
         if local is not None:
             return self.live[local.run_id]
         return self.locks.foreign_conflict(workspace, autonomy)
+
+    def writer_obstacles(
+        self, workspace: str, autonomy: str, *, final: bool, ignore: LiveSession | None = None
+    ) -> list[LiveSession]:
+        """Check, before anything is launched, that a new writer of ``workspace`` at
+        ``autonomy`` may start now (no ``await``: callers commit right after it).
+
+        Returns the live session (of this process) whose cleanup is the only obstacle (its turns
+        are all terminal, its processes still going away), for the caller to wait on with
+        :meth:`settle_cleanup` and check again; empty when the tree is free. ``ignore`` is the
+        caller's own session (a continue of the session that holds the tree).
+
+        Raises
+        ------
+        BatonError
+            ``workspace_busy`` (with ``conflictingRunId`` for a run of this process, or
+            ``holderPid`` for a writer of another Baton process), or when ``final`` and only a
+            cleanup is in the way. There is no queue (``controller.md``, ``droid-mcp.md``).
+        """
+        conflict = self.tree_conflict(workspace, autonomy)
+        if conflict is None or conflict is ignore:
+            return []
+        if isinstance(conflict, ForeignHolder):
+            raise busy_elsewhere(conflict)
+        if conflict.cleaning_up and not final:
+            return [conflict]
+        holder = next((t for t in conflict.turns.values() if isinstance(t, RunRecorder)), None)
+        holder_id = holder.run_id if holder is not None else conflict.session_key
+        raise BatonError(
+            "workspace_busy",
+            f"workspace tree is in use by run {holder_id} ({conflict.workspace}); "
+            "there is no queue",
+            conflictingRunId=holder_id,
+            workspace=conflict.workspace,
+        )
 
     def hold_tree(self, session_key: str, workspace: str, autonomy: str) -> None:
         """Take the cross-process lock for a session about to be launched (no ``await``).
