@@ -273,6 +273,33 @@ class Engine:
             return claimed
         return self.locks.foreign_conflict(workspace, autonomy, shares)
 
+    def writer_obstacles(
+        self, workspace: str, autonomy: str, *, final: bool, ignore: LiveSession | None = None
+    ) -> list[LiveSession]:
+        """Check, before anything is launched, that a new writer of ``workspace`` at
+        ``autonomy`` may start now (no ``await``: callers commit right after it).
+
+        Returns the live session (of this process) whose cleanup is the only obstacle (its turns
+        are all terminal, its processes still going away), for the caller to wait on with
+        :meth:`settle_cleanup` and check again; empty when the tree is free. ``ignore`` is the
+        caller's own session (a continue of the session that holds the tree).
+
+        Raises
+        ------
+        BatonError
+            ``workspace_busy`` (with ``conflictingRunId`` for a run of this process,
+            ``conflictingSessionId`` for a live Spawnea session, or ``holderPid`` for a writer of
+            another Baton process), or when ``final`` and only a
+            cleanup is in the way. There is no queue (``controller.md``, ``droid-mcp.md``).
+        """
+        conflict = self.tree_conflict(workspace, autonomy)
+        if conflict is None or conflict is ignore:
+            return []
+        if isinstance(conflict, LiveSession) and conflict.cleaning_up and not final:
+            return [conflict]
+        # Another process's writer, a live Spawnea session's claim, or a live run here.
+        raise busy(conflict)
+
     def hold_tree(self, session_key: str, workspace: str, autonomy: str) -> None:
         """Take the cross-process lock for a session about to be launched (no ``await``).
 

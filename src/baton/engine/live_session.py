@@ -104,6 +104,11 @@ class LiveSession:
         """A turn is running (or waiting on a prompt)."""
         return self.current is not None and not self.current.terminal
 
+    @property
+    def cleaning_up(self) -> bool:
+        """All of the session's turns are terminal; only its processes are still going away."""
+        return bool(self.turns) and all(t.terminal for t in self.turns.values())
+
     def recorder(self, run_id: str) -> RunRecorder | None:
         """The durable recorder of one of this session's runs, if it is live here."""
         for turn in self.turns.values():

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 from baton.engine.clock import new_id, utc_now
 from baton.engine.intents import Intent, TurnRequest
 from baton.engine.live_session import LiveSession
-from baton.engine.locks import ForeignHolder
 from baton.engine.policy import CONTROLLER
 from baton.engine.recorder import RunRecorder
 from baton.engine.records import TERMINAL_STATES, CancelNote, ResultPage, RunPage, RunRecord
 from baton.engine.validation import OFFSET_MAX, check_request, effective_autonomy
-from baton.engine.workspaces import TreeLock, approve_workspace, check_workspace_spelling, shown
+from baton.engine.workspaces import approve_workspace, check_workspace_spelling, shown
 from baton.errors import BatonError
 from baton.paging import page_utf16
 from baton.store import AcceptedRun
@@ -301,30 +300,10 @@ class ControllerRuns:
         terminal), for the caller to wait on; raises ``workspace_busy`` or
         ``capacity_exhausted`` for anything else, or when ``final`` and cleanups remain.
         """
-        cleaning: list[LiveSession] = []
-        conflict = self.engine.tree_conflict(workspace, autonomy)
-        if isinstance(conflict, ForeignHolder | TreeLock):
-            from baton.engine.engine import busy
-
-            raise busy(conflict)  # another process's writer, or a live Spawnea session
-        if conflict is not None and conflict is not ignore:
-            if _cleaning_up(conflict) and not final:
-                cleaning.append(conflict)
-            else:
-                holder = next(
-                    (t for t in conflict.turns.values() if isinstance(t, RunRecorder)), None
-                )
-                holder_id = holder.run_id if holder is not None else conflict.session_key
-                raise BatonError(
-                    "workspace_busy",
-                    f"workspace tree is in use by run {holder_id} ({conflict.workspace}); "
-                    "there is no queue",
-                    conflictingRunId=holder_id,
-                    workspace=conflict.workspace,
-                )
+        cleaning = self.engine.writer_obstacles(workspace, autonomy, final=final, ignore=ignore)
         live = [s for s in self.engine.live.values() if s is not ignore and s.policy is CONTROLLER]
         if len(live) >= self.config.maxConcurrentRuns:
-            finishing = [s for s in live if _cleaning_up(s)]
+            finishing = [s for s in live if s.cleaning_up]
             if final or len(live) - len(finishing) >= self.config.maxConcurrentRuns:
                 raise BatonError(
                     "capacity_exhausted",
@@ -391,11 +370,6 @@ class ControllerRuns:
 
     def _on_timeout(self, run_id: str) -> None:
         self.engine.spawn(self.cancel(run_id, timed_out=True))
-
-
-def _cleaning_up(session: LiveSession) -> bool:
-    """All of the session's turns are terminal; only its processes are still going away."""
-    return bool(session.turns) and all(t.terminal for t in session.turns.values())
 
 
 def _accepted(

@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from baton.config import DroidMcpConfig
 from baton.engine.clock import new_id, utc_now
 from baton.engine.live_session import LiveSession
-from baton.engine.locks import ForeignHolder
 from baton.engine.policy import DROID_MCP
 from baton.engine.recorder import RunRecorder, TurnObserver
-from baton.engine.workspaces import TreeLock
 from baton.errors import BatonError
 from baton.store import AcceptedRun, NewSession
 from baton.supervisor import wire
 
 if TYPE_CHECKING:
     from baton.engine.engine import Engine
+
+#: Own turns hold the tree as writers whatever their autonomy (module rule: a controller run
+#: never writes in the same tree at the same time as a live own turn).
+WRITER_AUTONOMY = "high"
 
 OwnState = Literal["starting", "running", "waiting", "idle", "closed", "failed"]
 
@@ -117,6 +119,26 @@ class OwnSessions:
                 "live turn per repository",
                 repo=repo,
             )
+
+    async def check_writer(self, workspace: str, *, ignore: OwnSession | None = None) -> None:
+        """Refuse a turn in ``workspace`` while another writer holds the tree, before anything
+        is launched or interrupted for it; a writer that is only cleaning up is waited for
+        (bounded by the close grace), as the controller does (``WAVE2.md`` issue W2-1, item 2).
+
+        Raises
+        ------
+        BatonError
+            ``workspace_busy`` (``droid-mcp.md``: a live turn holds the workspace writer lock
+            that every Baton process honours; there is no queue).
+        """
+        live = ignore.live if ignore is not None else None
+        for attempt in range(2):
+            cleaning = self.engine.writer_obstacles(
+                workspace, WRITER_AUTONOMY, final=attempt == 1, ignore=live
+            )
+            if not cleaning:
+                return
+            await self.engine.settle_cleanup(cleaning)
 
     async def make_room(self) -> None:
         """At ``maxOwnSessions`` open sessions, close the one idle longest (decision 4)."""
@@ -224,22 +246,19 @@ class OwnSessions:
     ) -> tuple[str, asyncio.Future[bool]]:
         """Record the next turn durably and send it (no ``await`` before the commit).
 
-        Returns the run id and the send's future. Raises ``workspace_busy`` when another Baton
-        process holds a conflicting writer lock.
+        Returns the run id and the send's future.
+
+        Raises
+        ------
+        BatonError
+            ``workspace_busy`` (another writer holds the tree) or ``capacity_exhausted`` (the
+            live-turn limits); nothing was recorded or sent then.
         """
         engine = self.engine
-        conflict = engine.tree_conflict(own.workspace, "high")
-        if isinstance(conflict, ForeignHolder | TreeLock):
-            from baton.engine.engine import busy
-
-            raise busy(conflict)  # another process's writer, or a live Spawnea session
-        if conflict is not None and conflict is not own.live:
-            raise BatonError(
-                "workspace_busy",
-                f"another live agent writes in {conflict.workspace}; there is no queue",
-                workspace=conflict.workspace,
-            )
-        engine.hold_tree(own.session_key, own.workspace, "high")
+        # Checked again here, atomically with the hold: the caller's checks ran before awaits.
+        engine.writer_obstacles(own.workspace, WRITER_AUTONOMY, final=True, ignore=own.live)
+        self.check_turn_slot(own.repo, ignore=own)
+        engine.hold_tree(own.session_key, own.workspace, WRITER_AUTONOMY)
         run_id = new_id("run")
         turn_id = str(uuid.uuid4())
         previous = own.run_ids[-1] if own.run_ids else None
@@ -278,6 +297,14 @@ class OwnSessions:
             )
         )
         return run_id, sent
+
+    async def discard(self, own: OwnSession) -> None:
+        """Close a session launched for a request that was refused before its first prompt
+        reached Droid, and forget it: no worker or Droid process stays, and it is not listed as
+        own (a session file Droid wrote is an ordinary local session again)."""
+        await self.close(own, wait=True)
+        if own.agent_id is not None and self.by_agent_id.get(own.agent_id) is own:
+            del self.by_agent_id[own.agent_id]
 
     def _turn_ended(self, own: OwnSession) -> None:
         own.last_active = time.monotonic()

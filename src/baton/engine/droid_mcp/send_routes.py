@@ -75,6 +75,7 @@ async def resume_locally(
     workspace = approve_workspace(record.cwd, config.approvedDirectories)
     repo = repo_of(workspace)
     service.own.check_turn_slot(repo)
+    await service.own.check_writer(workspace)  # before any process is launched
     await service.own.make_room()
     level = autonomy or str(record.autonomy_level)
     own = await service.own.launch(
@@ -93,7 +94,7 @@ async def resume_locally(
         applied not in AUTONOMY_ORDER
         or AUTONOMY_ORDER[applied] > AUTONOMY_ORDER[config.maxAutonomy]
     ):
-        await service.own.close(own, wait=True)
+        await service.own.discard(own)
         raise BatonError(
             "local_resume_refused",
             f"after loading, the session's autonomy is {applied!r}, above the cap "

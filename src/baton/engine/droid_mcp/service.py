@@ -110,6 +110,7 @@ class DroidMcp:
         try:
             repo = repo_of(workspace)
             self.own.check_turn_slot(repo)
+            await self.own.check_writer(workspace)  # before any process is launched
             await self.own.make_room()
             own = await self.own.launch(
                 workspace=workspace,
@@ -125,7 +126,7 @@ class DroidMcp:
         except BaseException:
             self.intents.drop(key)  # nothing reached Droid: the key may be used again
             raise
-        result = await self._first_turn(own, prompt, {}, key)
+        result = await self._first_turn(own, prompt, {}, key, launched=True)
         self.intents.complete(key, result, session_key=own.session_key)
         return result
 
@@ -175,6 +176,7 @@ class DroidMcp:
         try:
             if target.own is not None and not target.own.closed:
                 own = target.own
+                await self.own.check_writer(own.workspace, ignore=own)  # before interrupting
                 await self._make_free(own, mode)
                 self.own.check_turn_slot(own.repo, ignore=own)
                 result_args: tuple[OwnSession, str] = (own, "own")
@@ -190,7 +192,9 @@ class DroidMcp:
             raise
         own, via = result_args
         changes = settings.turn_settings(autonomy) if via == "own" else {}
-        result = await self._first_turn(own, prompt, changes, key, via=via)
+        result = await self._first_turn(
+            own, prompt, changes, key, via=via, launched=via == "local-resume"
+        )
         result["ignored"] = settings.ignored_by_send()
         self.intents.complete(key, result, session_key=own.session_key)
         return result
@@ -219,9 +223,21 @@ class DroidMcp:
         key: str,
         *,
         via: str = "own",
+        launched: bool,
     ) -> dict[str, Any]:
+        """Submit the request's turn. A refusal before the prompt reached Droid (the writer lock
+        or the live-turn limits, taken again atomically with the commit) drops the key so the
+        identical retry runs later, and closes a session launched for this request
+        (``droid-mcp.md``, "Idempotency keys": a refusal before any side effect drops it);
+        after the submit, the key keeps its pending claim (an error then is ``unknown``)."""
         next_seq = own.live.log.last_seq
-        run_id, sent = self.own.submit(own, prompt, changes, key)
+        try:
+            run_id, sent = self.own.submit(own, prompt, changes, key)
+        except BaseException:
+            self.intents.drop(key)
+            if launched:
+                await self.own.discard(own)
+            raise
         await sent
         return {
             "sessionId": own.agent_id,
