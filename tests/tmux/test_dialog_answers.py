@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -106,14 +107,18 @@ def test_claude_and_codex_dialogs_get_the_answer_typed(agent: str, text: str) ->
 
 
 async def _asking(
-    place: Place, models: AgentModelServer, tag: str, sink: RecordingSink, step: dict[str, object]
+    place: Place,
+    models: AgentModelServer,
+    tag: str,
+    sink: RecordingSink,
+    step: Mapping[str, object],
 ) -> tuple[TmuxAgentSession, asyncio.Future[TurnOutcome], Path]:
     spec = agent_spec("droid", place, models, tag)
-    session = await TmuxHarness("droid").open(spec, sink, DecliningPolicy())  # type: ignore[arg-type]
+    session = await TmuxHarness("droid").open(spec, sink, DecliningPolicy())
     workspace = Path(session.attach["workspace"])
     if not step:
         step = permission_step("droid", str(workspace))
-    prompt = script(step, {"text": "approved and done"})
+    prompt = script(dict(step), {"text": "approved and done"})
     running = asyncio.ensure_future(session.submit(TurnInput(turn_id="t-ask", prompt=prompt), sink))
     deadline = time.monotonic() + 30
     while "needs_input" not in sink.states("t-ask"):

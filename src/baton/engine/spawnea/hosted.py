@@ -170,13 +170,15 @@ class HostedSession:
         if agent is None:
             return AnswerResult(False, "pane_gone", None, "the agent's pane has exited")
         result = await agent.answer(text)
-        # The screen listener moves the turn as the dialog closes; this covers an answer whose
-        # effect came and went between two of its observations.
+        # A taken answer puts the turn back to work, except when the agent drew another
+        # question (``dialog_changed``): that one waits for its own answer. The screen listener
+        # only reacts to state changes, and a generic program's screen can keep its question
+        # marker while it works on the answer (``screen_changed``).
         if (
-            result.by == "dialog_closed"
+            result.taken
+            and result.by != "dialog_changed"
             and not turn.ended
             and self.status == "needs_input"
-            and agent.state != "needs_input"
         ):
             turn.change("working")
             self.set_status("working")

@@ -34,8 +34,9 @@ _POLL_S = 0.1
 @dataclass(frozen=True, slots=True)
 class AnswerResult:
     """What became of an answer. ``taken``: the dialog went away or changed to another
-    question; ``by`` says how (``dialog_closed``, ``dialog_changed``, ``agent_exited``) or why
-    not (``dialog_unchanged``, ``pane_gone``); ``choice`` is the option picked (None: text)."""
+    question; ``by`` says how (``dialog_closed``, ``dialog_changed``: another question is drawn,
+    ``screen_changed``: a generic program's screen moved on, ``agent_exited``) or why not
+    (``dialog_unchanged``, ``pane_gone``); ``choice`` is the option picked (None: text)."""
 
     taken: bool
     by: str
@@ -96,6 +97,12 @@ async def _watch(ctx: PaneContext, plan: Answer, dialog: str, wait_s: float) -> 
         # A changed dialog is another question, unless all that changed is our text sitting in
         # the dialog's own input field (typed but not taken).
         if shown != dialog and not (typed and typed in shown and typed not in dialog):
+            if not ctx.adapter.exact_turn_end:
+                # A generic program's question marker lingers on the lines its answer scrolls
+                # in below it: a changed screen there is the answer being worked on.
+                return AnswerResult(
+                    True, "screen_changed", plan.choice, "the program's screen moved on"
+                )
             return AnswerResult(
                 True, "dialog_changed", plan.choice, "the agent took the answer and asks again"
             )
