@@ -36,7 +36,7 @@ from baton.harnesses.base import (
     TurnOutcome,
     Unknown,
 )
-from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
+from baton.harnesses.tmux import AnswerResult, TmuxAgentSession, TmuxHarness
 from baton.text import clean
 
 log = logging.getLogger(__name__)
@@ -155,16 +155,34 @@ class HostedSession:
         finally:
             waiter.cancel()
 
-    async def answer(self, turn: SpawneaTurn, text: str) -> bool:
-        """Type an answer into the same turn while it needs input (``WAVE2.md`` decision 5)."""
+    async def answer(self, turn: SpawneaTurn, text: str) -> AnswerResult:
+        """Answer the dialog of the same turn while it needs input (``WAVE2.md`` decision 5),
+        in the agent's own way (:meth:`TmuxAgentSession.answer`). The turn goes back to
+        ``working`` only once the dialog went away; an answer the agent did not take leaves it
+        ``needs_input``.
+
+        Raises
+        ------
+        AnswerRefused
+            If the dialog is a menu with no option ``text`` names (nothing is sent).
+        """
         agent = self.agent
         if agent is None:
-            return False
-        typed = await agent.send_input(text)
-        if typed:
+            return AnswerResult(False, "pane_gone", None, "the agent's pane has exited")
+        result = await agent.answer(text)
+        # A taken answer puts the turn back to work, except when the agent drew another
+        # question (``dialog_changed``): that one waits for its own answer. The screen listener
+        # only reacts to state changes, and a generic program's screen can keep its question
+        # marker while it works on the answer (``screen_changed``).
+        if (
+            result.taken
+            and result.by != "dialog_changed"
+            and not turn.ended
+            and self.status == "needs_input"
+        ):
             turn.change("working")
             self.set_status("working")
-        return typed
+        return result
 
     def delivered(self, turn_id: str) -> None:
         if (event := self._delivered.pop(turn_id, None)) is not None:

@@ -24,6 +24,7 @@ from baton.engine.spawnea.output import extracted, turn_output
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.turns import Cursor, SpawneaTurn
 from baton.errors import BatonError
+from baton.harnesses.tmux import AnswerRefused
 
 
 class Prompting(ServiceBase):
@@ -71,9 +72,18 @@ class Prompting(ServiceBase):
             )
         turn = self.turns.current(session_key)
         if hosted.status == "needs_input" and turn is not None and not turn.ended:
-            if not await hosted.answer(turn, prompt):
+            try:
+                result = await hosted.answer(turn, prompt)
+            except AnswerRefused as exc:
+                raise BatonError("invalid_argument", str(exc)) from None
+            if result.by == "pane_gone":
                 raise BatonError("operation_failed", "the answer could not be typed into the pane")
-            return self._prompt_result(turn, "answer delivered on the same turn")
+            if not result.taken:
+                # Not an unknown delivery: the dialog is on the screen, unchanged, so the turn
+                # stays needs_input and a corrected answer may follow.
+                return {**self._prompt_result(turn, result.message), "delivered": False}
+            picked = f" (picked {result.choice!r})" if result.choice else ""
+            return self._prompt_result(turn, f"answer delivered on the same turn{picked}")
         if hosted.status != "idle":
             raise BatonError("conflict", f"a turn is {hosted.status} in this session; wait for it")
         agent = hosted.agent

@@ -5,6 +5,8 @@ See ``docs/tmux-harness.md`` for what each adapter needs and what ``completionBa
 
 from __future__ import annotations
 
+from baton.harnesses.tmux.adapters.dialogs import AnswerRefused
+from baton.harnesses.tmux.answering import AnswerResult
 from baton.harnesses.tmux.harness import (
     AttachmentStatus,
     TmuxHarness,
@@ -17,6 +19,8 @@ from baton.harnesses.tmux.session import KEY_NAMES, RawOutput, TmuxAgentSession,
 
 __all__ = [
     "KEY_NAMES",
+    "AnswerRefused",
+    "AnswerResult",
     "Attachment",
     "AttachmentStatus",
     "CompactOutput",

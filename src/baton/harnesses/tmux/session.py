@@ -20,6 +20,7 @@ from typing import Any
 
 from baton.harnesses.base import Failed, ScreenState, SessionSink, TurnInput, TurnOutcome
 from baton.harnesses.tmux import procs
+from baton.harnesses.tmux.answering import TYPED_MAX, AnswerResult, answer
 from baton.harnesses.tmux.driver import TmuxError
 from baton.harnesses.tmux.monitor import Observation
 from baton.harnesses.tmux.output import CompactOutput
@@ -38,8 +39,6 @@ _IDLE_WAIT_S = 5.0
 _IDLE_HOLD_S = 0.5
 #: Bytes around a raw page also searched for secrets (longer than any credential).
 _REDACT_MARGIN = 512
-#: Typed answers up to this length are typed as keys, longer ones pasted.
-_TYPED_MAX = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,8 +287,25 @@ class TmuxAgentSession:
         if self._running is not None:
             self._control.interrupt.set()
 
+    async def answer(self, text: str) -> AnswerResult:
+        """Answer the dialog the agent shows, in its own way, and say whether it was taken.
+
+        The adapter turns ``text`` into the dialog's keys (Droid's permission menu: an option
+        number, label, ``y`` or ``n`` becomes arrows and Enter; Claude Code and Codex: the text
+        typed); then the screen is watched for up to
+        :data:`~baton.harnesses.tmux.answering.TAKEN_WAIT_S` for the dialog to go away or change.
+        See :mod:`baton.harnesses.tmux.answering`.
+
+        Raises
+        ------
+        AnswerRefused
+            If the dialog is a menu with no option ``text`` names (nothing is sent).
+        """
+        return await answer(self._ctx, text)
+
     async def send_input(self, text: str, *, submit: bool = True) -> bool:
-        """Type an answer into the pane (a question, a dialog), within the running turn.
+        """Type text into the pane (a question, a dialog), within the running turn, whatever
+        the dialog is (:meth:`answer` is the checked way to answer one).
 
         Short single-line text is typed as keys (a dialog picks ``1`` or ``y`` at once); longer
         text is pasted. Enter follows only if ``submit`` and the text is still waiting in an input
@@ -298,13 +314,13 @@ class TmuxAgentSession:
         """
         pane = self._ctx.pane
         try:
-            if len(text) <= _TYPED_MAX and "\n" not in text:
+            if len(text) <= TYPED_MAX and "\n" not in text:
                 await pane.literal(text)
             else:
                 await pane.paste(text, self._ctx.scratch)
             if submit:
                 await asyncio.sleep(
-                    self._ctx.options.enterDelayMs / 1000 if len(text) > _TYPED_MAX else 0.2
+                    self._ctx.options.enterDelayMs / 1000 if len(text) > TYPED_MAX else 0.2
                 )
                 observation = await self._refresh()
                 if observation.alive and self._ctx.adapter.input_pending(observation.screen, text):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from baton.harnesses.base import CompletionBasis, ScreenState
+from baton.harnesses.tmux.adapters.dialogs import Answer
 from baton.harnesses.tmux.files import FilesContext, Json, Rec, normalize
 
 #: How many non-empty bottom lines the markers are looked for in.
@@ -139,6 +140,21 @@ class TuiAdapter:
             return True
         head = normalize(text)[:24]
         return bool(head) and (head in normalize(shown) or normalize(shown)[:24] in head)
+
+    def answer_keys(self, text: str, screen: Screen) -> Answer:
+        """How to send ``text`` as the answer to the dialog on ``screen``.
+
+        The default types the text (Claude Code's options take a digit, Codex's approval takes
+        ``y``; ``shared/reference/tmux-agents.md`` §3) and presses Enter only if it still waits
+        in an input box.
+
+        Raises
+        ------
+        AnswerRefused
+            If the dialog is a menu and ``text`` names none of its options (adapters that read
+            their menus; nothing may be sent then).
+        """
+        return Answer(typed=text, enter_if_pending=True)
 
     def is_prompt_line(self, line: str) -> bool:
         """The line is the agent's own input box or footer (dropped from a screen answer)."""

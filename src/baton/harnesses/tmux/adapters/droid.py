@@ -8,6 +8,12 @@ Screen: ready when the footer shows ``? for help`` and the input box ``│ >`` i
 the approval footer ``Enter select   Esc cancel``, or AskUser's ``Space/Enter/1–9 Select``. Only
 Escape interrupts (``C-c`` arms an exit instead).
 
+Answers (measured on 0.225.2): the permission dialog is a menu in a box (``Yes, allow`` / ``Yes,
+and always allow ...`` / ``No, cancel``) that ignores typed text; Enter picks the highlighted
+option, which is the first when the dialog opens, and Up at the top does not wrap. AskUser's
+numbered options are picked by their digit at once; any other text goes to its "Or type your own
+answer" field and is submitted with Enter.
+
 Files: ``~/.factory/sessions/-<cwd with / as ->/<sessionId>.jsonl``. A prompt is a ``message``
 record of role ``user`` without ``visibility``; the turn ends with ``agent_turn_outcome`` whose
 ``turnId`` is that record's ``id`` (``completed``, or ``cancelled`` after Escape). The file's first
@@ -23,7 +29,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from baton.harnesses.tmux.adapters.base import TuiAdapter
+from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
+from baton.harnesses.tmux.adapters.dialogs import Answer, AnswerRefused, choose, listing
 from baton.harnesses.tmux.files import (
     DoneKind,
     FilesContext,
@@ -36,6 +43,13 @@ from baton.harnesses.tmux.seed import merge_json
 
 #: A transcript not written for this long is no candidate for a new turn (seconds).
 _RECENT_S = 600.0
+#: The permission menu's footer, its box's option rows, and its box's edges.
+_MENU_FOOTER = re.compile(r"Enter select\s+Esc cancel")
+_MENU_ROW = re.compile(r"^│\s+(?P<label>\S.*?)\s*│$")
+#: AskUser: its footer, its free-text footer, and its numbered options.
+_ASK_FOOTER = re.compile(r"Space/Enter/1.9 Select")
+_ASK_TYPING = re.compile(r"Enter Submit answer")
+_ASK_OPTION = re.compile(r"^\s+(?P<number>[1-9])\. (?P<label>.+?)\s*$")
 
 
 class DroidAdapter(TuiAdapter):
@@ -65,6 +79,50 @@ class DroidAdapter(TuiAdapter):
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         settings = {"logoAnimation": "off", "trustedFolders": {cwd: {"trustedAt": stamp}}}
         return [str(path)] if merge_json(path, settings) else []
+
+    # -- answers --------------------------------------------------------------------------------
+
+    def answer_keys(self, text: str, screen: Screen) -> Answer:
+        """The permission menu: an option number, label (exact or unique prefix,
+        case-insensitive), ``y``/``yes`` (first option) or ``n``/``no`` (the "No" option), sent
+        as Up to the top, Down to the option, Enter. AskUser: an option number or label becomes
+        its digit; other text is typed into the free-text field and submitted with Enter.
+
+        Raises
+        ------
+        AnswerRefused
+            If the menu has no option ``text`` names, or free text for AskUser starts with a
+            digit (Droid would take that digit as an option).
+        """
+        bottom = screen.bottom()
+        footer = bottom[-1] if bottom else ""
+        if _MENU_FOOTER.search(footer):
+            options = _menu_options(bottom)
+            if options:
+                index = choose(text, options, yes_no=True)
+                if index is None:
+                    raise AnswerRefused(
+                        f"Droid's dialog takes one of its options (a number, a label, y or n), "
+                        f"not {text.strip()[:40]!r}: {listing(options)}",
+                        options,
+                    )
+                moves = ("Up",) * (len(options) - 1) + ("Down",) * index
+                return Answer(keys=(*moves, "Enter"), choice=options[index])
+        if _ASK_FOOTER.search(footer):
+            options = _ask_options(bottom)
+            index = choose(text, options, yes_no=False) if options else None
+            if index is not None:
+                return Answer(typed=str(index + 1), choice=options[index])
+            if text.strip()[:1].isdigit():
+                raise AnswerRefused(
+                    f"Droid's question takes an option number or a free answer that does not "
+                    f"start with a digit: {listing(options)}",
+                    options,
+                )
+            return Answer(typed=text.strip(), keys=("Enter",))
+        if _ASK_TYPING.search(footer):
+            return Answer(typed=text.strip(), keys=("Enter",))
+        return super().answer_keys(text, screen)
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -130,3 +188,33 @@ class DroidAdapter(TuiAdapter):
 
     def ends(self, prompt: Rec, done: Rec) -> bool:
         return not done.ref or not prompt.ref or done.ref == prompt.ref
+
+
+def _menu_options(bottom: list[str]) -> list[str]:
+    """The option rows of the last box above the permission footer, top to bottom."""
+    rows: list[str] = []
+    for line in reversed(bottom[:-1]):
+        if line.startswith("╰"):
+            rows = []
+            continue
+        if line.startswith("╭"):
+            return list(reversed(rows))
+        match = _MENU_ROW.match(line)
+        if match is None:
+            return []
+        rows.append(match.group("label"))
+    return []
+
+
+def _ask_options(bottom: list[str]) -> list[str]:
+    """AskUser's numbered options (the last run of ``N. label`` lines above its footer)."""
+    options: list[tuple[int, str]] = []
+    for line in reversed(bottom[:-1]):
+        match = _ASK_OPTION.match(line)
+        if match is not None:
+            options.append((int(match.group("number")), match.group("label")))
+        elif options and not line.strip().startswith("Or type"):
+            break
+    ordered = [label for _, label in reversed(options)]
+    numbers = [number for number, _ in reversed(options)]
+    return ordered if numbers == list(range(1, len(numbers) + 1)) else []

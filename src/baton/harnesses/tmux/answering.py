@@ -1,0 +1,129 @@
+"""Answering a dialog in a pane, and knowing whether the agent took the answer.
+
+The adapter turns the answer into keys for the dialog on the screen
+(:meth:`~baton.harnesses.tmux.adapters.base.TuiAdapter.answer_keys`; a menu refuses an answer
+that names none of its options before anything is sent). After sending, the screen is watched for
+a bounded moment: the answer was *taken* when the dialog went away (the agent works, is idle, or
+exited) or was replaced by another question. A dialog still drawn as it was means the agent
+ignored what was sent (measured: Droid 0.225.2's permission menu ignores typed ``y`` and ``1``),
+and that is reported, never papered over as delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from baton.harnesses.tmux.adapters.base import Screen
+from baton.harnesses.tmux.adapters.dialogs import Answer
+from baton.harnesses.tmux.driver import TmuxError
+from baton.harnesses.tmux.monitor import Observation
+from baton.harnesses.tmux.pane_context import PaneContext
+
+#: How long the screen is watched for the dialog to go away after an answer (s).
+TAKEN_WAIT_S = 3.0
+#: Pause between the keys of one answer: an Ink TUI may read a burst of arrows as one input (s).
+KEY_GAP_S = 0.08
+#: Typed answers up to this length are typed as keys, longer ones pasted.
+TYPED_MAX = 40
+#: How often the screen is captured while waiting (s).
+_POLL_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerResult:
+    """What became of an answer. ``taken``: the dialog went away or changed to another
+    question; ``by`` says how (``dialog_closed``, ``dialog_changed``: another question is drawn,
+    ``screen_changed``: a generic program's screen moved on, ``agent_exited``) or why not
+    (``dialog_unchanged``, ``pane_gone``); ``choice`` is the option picked (None: text)."""
+
+    taken: bool
+    by: str
+    choice: str | None
+    message: str
+
+
+async def answer(ctx: PaneContext, text: str, *, wait_s: float = TAKEN_WAIT_S) -> AnswerResult:
+    """Send ``text`` as the answer to the dialog on the screen and watch it for ``wait_s``.
+
+    Raises
+    ------
+    AnswerRefused
+        If the adapter's dialog has no option ``text`` names (nothing was sent).
+    """
+    before = await _refresh(ctx)
+    if not before.alive:
+        return AnswerResult(False, "pane_gone", None, "the agent's pane has exited")
+    plan = ctx.adapter.answer_keys(text, before.screen)
+    dialog = _dialog(before.screen)
+    try:
+        await _send(ctx, plan)
+    except TmuxError:
+        return AnswerResult(False, "pane_gone", plan.choice, "the agent's pane has exited")
+    return await _watch(ctx, plan, dialog, wait_s)
+
+
+async def _send(ctx: PaneContext, plan: Answer) -> None:
+    pane = ctx.pane
+    typed = plan.typed
+    if typed:
+        if len(typed) <= TYPED_MAX and "\n" not in typed:
+            await pane.literal(typed)
+        else:
+            await pane.paste(typed, ctx.scratch)
+    for n, key in enumerate(plan.keys):
+        if typed or n:
+            await asyncio.sleep(KEY_GAP_S)
+        await pane.keys(key)
+    if plan.enter_if_pending and typed:
+        delay = ctx.options.enterDelayMs / 1000 if len(typed) > TYPED_MAX else 0.2
+        await asyncio.sleep(delay)
+        observation = await _refresh(ctx)
+        if observation.alive and ctx.adapter.input_pending(observation.screen, typed):
+            await pane.keys("Enter")
+
+
+async def _watch(ctx: PaneContext, plan: Answer, dialog: str, wait_s: float) -> AnswerResult:
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = await _refresh(ctx)
+        if not now.alive:
+            return AnswerResult(True, "agent_exited", plan.choice, "the agent exited")
+        if now.state != "needs_input":
+            return AnswerResult(True, "dialog_closed", plan.choice, "the agent took the answer")
+        shown = _dialog(now.screen)
+        typed = plan.typed.strip()
+        # A changed dialog is another question, unless all that changed is our text sitting in
+        # the dialog's own input field (typed but not taken).
+        if shown != dialog and not (typed and typed in shown and typed not in dialog):
+            if not ctx.adapter.exact_turn_end:
+                # A generic program's question marker lingers on the lines its answer scrolls
+                # in below it: a changed screen there is the answer being worked on.
+                return AnswerResult(
+                    True, "screen_changed", plan.choice, "the program's screen moved on"
+                )
+            return AnswerResult(
+                True, "dialog_changed", plan.choice, "the agent took the answer and asks again"
+            )
+        if time.monotonic() >= deadline:
+            sent = f"option {plan.choice!r}" if plan.choice else repr(plan.typed[:40])
+            return AnswerResult(
+                False,
+                "dialog_unchanged",
+                plan.choice,
+                f"the agent's dialog is still open after {sent} was sent: it did not take the "
+                "answer (see the screen; answer with one of its options)",
+            )
+        await asyncio.sleep(_POLL_S)
+
+
+def _dialog(screen: Screen) -> str:
+    return screen.bottom_text()
+
+
+async def _refresh(ctx: PaneContext) -> Observation:
+    try:
+        return await ctx.monitor.refresh()
+    except TmuxError:
+        return ctx.monitor.latest
