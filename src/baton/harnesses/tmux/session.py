@@ -389,8 +389,15 @@ class TmuxAgentSession:
             while self._running is not None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
         command = adapter.exit_command
+        if command is None:
+            return False
         observation = await self._refresh()
-        if command is None or not observation.alive or observation.state != "idle":
+        # An agent may redraw busy for a moment after its turn (Droid names the session): the
+        # command is typed only at the prompt, waited for within the grace.
+        while observation.alive and observation.state == "working" and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            observation = await self._refresh()
+        if not observation.alive or observation.state != "idle":
             return False
         try:
             await self._ctx.pane.literal(command)
