@@ -74,7 +74,14 @@ async def open_conversation(
         if options.reply_channel is not None
         else None
     )
-    tools: dict[str, Any] = {
+    # What a new session is created with and a loaded one is updated to: the same settings.
+    settings: dict[str, Any] = {
+        "model_id": spec.model,
+        "reasoning_effort": effort,
+        "interaction_mode": mode,
+        "autonomy_level": level,
+        "spec_mode_model_id": options.spec_model,
+        "spec_mode_reasoning_effort": spec_effort,
         "restrict_tool_ids": _list(options.restrict_tool_ids),
         "additional_tool_ids": _list(options.additional_tool_ids),
         "disabled_tool_ids": _list(options.disabled_tool_ids),
@@ -88,16 +95,10 @@ async def open_conversation(
         created = await client.initialize_session(
             machine_id="default",
             cwd=spec.workspace,
-            model_id=spec.model,
-            reasoning_effort=effort,
-            interaction_mode=mode,
-            autonomy_level=level,
-            spec_mode_model_id=options.spec_model,
-            spec_mode_reasoning_effort=spec_effort,
             system_prompt=system_prompt,
             tags=[dict(t) for t in options.tags] or None,
             mcp_servers=servers,
-            **tools,
+            **settings,
         )
         return created.session_id, created.settings.model_dump(by_alias=True, mode="json")
     source = spec.fork_from or spec.resume_id
@@ -110,15 +111,7 @@ async def open_conversation(
         session_id = forked.new_session_id
         reloaded = await client.load_session(session_id=session_id, mcp_servers=servers)
         reported.value = reloaded.settings.model_dump(by_alias=True, mode="json")
-    await client.update_session_settings(
-        model_id=spec.model,
-        reasoning_effort=effort,
-        interaction_mode=mode,
-        autonomy_level=level,
-        spec_mode_model_id=options.spec_model,
-        spec_mode_reasoning_effort=spec_effort,
-        **tools,
-    )
+    await client.update_session_settings(**settings)
     # settings_updated precedes the update's response on the wire, so it is already folded in.
     return session_id, dict(reported.value)
 
