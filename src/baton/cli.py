@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from baton.config import Config, config_problems, droid_mcp_fallbacks, load_config
 from baton.engine.engine import Engine
-from baton.errors import ConfigError, StateError
+from baton.errors import ConfigError, StateError, errors_within
 from baton.runtime import runtime_dir
 from baton.store import OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
@@ -270,7 +270,7 @@ def serve(config: Config, *, surface: str = "controller") -> int:
             )
         anyio.run(_serve_async, engine, config, release, surface)
     except (ConfigError, BaseExceptionGroup) as exc:  # e.g. the HTTP port cannot be bound
-        problems = _config_errors(exc)
+        problems = errors_within(exc, ConfigError)
         if not problems:
             raise
         for problem in problems:
@@ -279,15 +279,6 @@ def serve(config: Config, *, surface: str = "controller") -> int:
     finally:
         release()
     return 0
-
-
-def _config_errors(exc: BaseException) -> list[ConfigError]:
-    """The ConfigErrors inside ``exc`` (a task group wraps what its tasks raise)."""
-    if isinstance(exc, ConfigError):
-        return [exc]
-    if isinstance(exc, BaseExceptionGroup):
-        return [e for inner in exc.exceptions for e in _config_errors(inner)]
-    return []
 
 
 async def _serve_async(

@@ -95,3 +95,13 @@ class ConfigError(Exception):
 
 class StateError(Exception):
     """The state directory cannot be used safely: the server refuses to start, changing nothing."""
+
+
+def errors_within(exc: BaseException, *kinds: type[Exception]) -> list[Exception]:
+    """The exceptions of ``kinds`` inside ``exc``: ``exc`` itself, or the leaves of an exception
+    group (a task group wraps what its tasks raise), in order; empty if there are none."""
+    if isinstance(exc, kinds):
+        return [exc]
+    if isinstance(exc, BaseExceptionGroup):
+        return [e for inner in exc.exceptions for e in errors_within(inner, *kinds)]
+    return []

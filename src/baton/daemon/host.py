@@ -63,7 +63,7 @@ from baton.daemon.runtime_file import (
 from baton.daemon.seam import PLUGINS, DaemonServices, GatewaySurface, SurfacePlugin, load_plugin
 from baton.engine.clock import utc_now
 from baton.engine.engine import Engine
-from baton.errors import ConfigError, StateError
+from baton.errors import ConfigError, StateError, errors_within
 from baton.store import OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
 
@@ -358,7 +358,7 @@ def run_daemon(config: Config, *, exit_state: int, exit_config: int) -> int:
     try:
         anyio.run(daemon.run)
     except (ConfigError, StateError, BaseExceptionGroup) as exc:
-        problems = _startup_errors(exc)
+        problems = errors_within(exc, ConfigError, StateError)
         if not problems:
             raise
         for problem in problems:
@@ -367,12 +367,3 @@ def run_daemon(config: Config, *, exit_state: int, exit_config: int) -> int:
     finally:
         daemon.close()
     return 0
-
-
-def _startup_errors(exc: BaseException) -> list[Exception]:
-    """The ConfigErrors and StateErrors inside ``exc`` (a task group wraps what tasks raise)."""
-    if isinstance(exc, ConfigError | StateError):
-        return [exc]
-    if isinstance(exc, BaseExceptionGroup):
-        return [e for inner in exc.exceptions for e in _startup_errors(inner)]
-    return []
