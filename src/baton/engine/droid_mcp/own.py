@@ -160,7 +160,6 @@ class OwnSessions:
         self,
         *,
         workspace: str,
-        repo: str,
         autonomy: str,
         model: str | None,
         reasoning_effort: str | None,
@@ -171,12 +170,20 @@ class OwnSessions:
     ) -> OwnSession:
         """Start a worker for a new, resumed or forked session and wait until it is open.
 
+        First, before any process is launched: the live-turn limits, the writer check for
+        ``workspace``, and room under ``maxOwnSessions``.
+
         Raises
         ------
         BatonError
-            ``agent_failed`` if Droid could not open the session (nothing was submitted; the
-            message carries the harness's reason).
+            ``capacity_exhausted`` or ``workspace_busy`` (nothing launched); ``agent_failed`` if
+            Droid could not open the session (nothing was submitted; the message carries the
+            harness's reason).
         """
+        repo = repo_of(workspace)
+        self.check_turn_slot(repo)
+        await self.check_writer(workspace)
+        await self.make_room()
         engine = self.engine
         session_key = new_id("ses")
         engine.store.create_session(

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from baton.config import AUTONOMY_ORDER
-from baton.engine.droid_mcp.own import OwnSession, repo_of
+from baton.engine.droid_mcp.own import OwnSession
 from baton.engine.droid_mcp.routing import Target, unknown_session
 from baton.engine.droid_mcp.settings import Settings
 from baton.engine.workspaces import approve_workspace
@@ -73,14 +73,9 @@ async def resume_locally(
     if record.cwd is None:
         raise BatonError("local_resume_refused", "the session records no working directory")
     workspace = approve_workspace(record.cwd, config.approvedDirectories)
-    repo = repo_of(workspace)
-    service.own.check_turn_slot(repo)
-    await service.own.check_writer(workspace)  # before any process is launched
-    await service.own.make_room()
     level = autonomy or str(record.autonomy_level)
     own = await service.own.launch(
         workspace=workspace,
-        repo=repo,
         autonomy=level,
         model=settings.model,
         reasoning_effort=settings.reasoning_effort,

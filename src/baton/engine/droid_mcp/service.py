@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baton.config import AUTONOMY_ORDER
-from baton.engine.droid_mcp.own import OwnSession, OwnSessions, repo_of
+from baton.engine.droid_mcp.own import OwnSession, OwnSessions
 from baton.engine.droid_mcp.routing import Target, check_session_id, unknown_session
 from baton.engine.droid_mcp.send_routes import resume_locally, send_rest
 from baton.engine.droid_mcp.settings import Settings, parse_settings
@@ -108,13 +108,8 @@ class DroidMcp:
         if claim.status == "replay":
             return self._replayed(claim.result)
         try:
-            repo = repo_of(workspace)
-            self.own.check_turn_slot(repo)
-            await self.own.check_writer(workspace)  # before any process is launched
-            await self.own.make_room()
             own = await self.own.launch(
                 workspace=workspace,
-                repo=repo,
                 autonomy=autonomy,
                 model=settings.model,
                 reasoning_effort=settings.reasoning_effort,
