@@ -87,6 +87,7 @@ def _needs_work(text: str) -> bool:
         return len(data.translate(None, _UNSAFE_ASCII)) != len(data)
     return _UNSAFE.search(text) is not None
 
+
 #: One escape sequence (removed), a CRLF line end (kept as LF) or one other control (replaced).
 #: String sequences end at BEL or ST; one without its end is not a sequence (its introducer is a
 #: lone control, and what follows stays as text). ``[^\x07\x1b\x9c]*`` stops at the next ESC, so
