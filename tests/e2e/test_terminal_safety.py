@@ -25,6 +25,7 @@ from tests.e2e.baton_client import (
     FAKE_DROID,
     baton,
     call,
+    call_error,
     server_env,
     wait_terminal,
     write_config,
@@ -162,3 +163,14 @@ async def test_droid_mcp_own_session_wait_and_result_carry_no_control_sequences(
             pages.append(page.get("text", ""))
             offset = page["nextOffset"]
         assert "".join(pages) == SAFE
+
+
+async def test_an_error_carrying_droids_stderr_is_safe_to_print(tmp_path: Path) -> None:
+    """Error messages carry process text too: a failed model discovery quotes Droid's stderr."""
+    config, env, _ = hosts(tmp_path)
+    env.update(FAKE_DROID_MODE="models-fail", FAKE_DROID_FAIL_STDERR=f"no catalogue{ATTACK}!")
+    async with baton(config, env) as client:
+        error = await call_error(client, "droid_models", {})
+    assert error["code"] == "model_discovery_failed"
+    assert_printable(error, "droid_models error")
+    assert "fake droid: no catalogue!" in error["message"]
