@@ -132,7 +132,7 @@ class Dispatcher(SessionCore):
         elif isinstance(event, AgentExited):
             self.exit_reason = self.exit_reason or event.reason
             if not self.state.terminal:
-                self._exited(event.reason)
+                self._exited(self.exit_reason)
         elif isinstance(event, HostLost):
             if self.move(Trigger.HOST_LOST) is None:
                 self._refused(event, Trigger.HOST_LOST)

@@ -160,8 +160,8 @@ class LiveSession(Supervised):
             self._timers[record.turn_id] = loop.call_later(
                 deadline_s, lambda: self._spawn(self.interrupt(reason="timeout"))
             )
-        if not queued:
-            self._send(record)
+        if not queued or self.agent is not None:
+            self._send(record)  # queued: the far end holds it until the session is open
         return record
 
     def resolve_blocked(self, *, delivered: bool) -> None:

@@ -80,6 +80,7 @@ class Supervised(Dispatcher):
         self._sent: set[str] = set()
         self._ready = asyncio.Event()  # an agent is attached (or never will be)
         self._readopt_on_back = False
+        self._stopping: tuple[AgentSession, asyncio.Task[None]] | None = None
 
     def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         if self._spawn_with is not None:
@@ -193,10 +194,16 @@ class Supervised(Dispatcher):
         if self.agent is agent and not self.state.terminal:
             self._exited(self.exit_reason or "agent_exit")
 
+    def open_failed(self, reason: str, message: str) -> None:
+        """As :meth:`SessionCore.open_failed`; an agent the host already returned is stopped and
+        the session is then gone."""
+        super().open_failed(reason, message)
+        if self.state.terminal and self.agent is not None:
+            self._spawn(self._finish())
+
     def _exited(self, reason: str) -> None:
         if self.state is SessionState.OPENING:
             self.open_failed(reason, "the agent exited before the session opened")
-            self._spawn(self._finish())
             return
         if self.move(Trigger.EXITED) is None:
             log.error("session %s: the agent exited while %s", self.session_key, self.state.value)
@@ -211,8 +218,10 @@ class Supervised(Dispatcher):
         if not (self.state.live or self.state is SessionState.UNREACHABLE):
             return
         if not self.host.adoptable or self.attachment is None:
+            self.exit_reason = self.exit_reason or "supervision_failed"
             await self._stop_agent(force=True)  # never leave an agent running unsupervised
-            self._exited("supervision_failed")
+            if not self.state.terminal:
+                self._exited(self.exit_reason)
             return
         if self.state is SessionState.UNREACHABLE:
             self._readopt_on_back = True  # re-adopt once the machine is back
@@ -242,8 +251,8 @@ class Supervised(Dispatcher):
             except asyncio.CancelledError:
                 raise
             except HarnessError as exc:  # NotAdoptable: the agent is gone
-                self.open_failed(exc.reason, exc.message)
                 self.agent = None
+                self.open_failed(exc.reason, exc.message)
                 self._gone()
                 return
             except Exception:
@@ -264,14 +273,20 @@ class Supervised(Dispatcher):
         self._watcher = None
 
     async def _stop_agent(self, force: bool) -> None:
-        """Close the agent, bounded: the cancel grace plus :data:`STOP_SLACK_S`, then by force."""
+        """Close the agent once (a second caller awaits the same close), bounded: the cancel
+        grace plus :data:`STOP_SLACK_S`, then by force."""
         agent = self.agent
         if agent is None:
             return
-        self._stop_watching()
+        if self._stopping is None or self._stopping[0] is not agent:
+            self._stop_watching()
+            self._stopping = (agent, self._spawn(self._close_agent(agent, force)))
+        await asyncio.shield(self._stopping[1])
+
+    async def _close_agent(self, agent: AgentSession, force: bool) -> None:
         bound = self.spec.cancel_grace_ms / 1000 + STOP_SLACK_S
         try:
-            await asyncio.wait_for(asyncio.shield(agent.close(force=force)), bound)
+            await asyncio.wait_for(agent.close(force=force), bound)
         except TimeoutError:
             log.error(
                 "session %s: its agent did not close in %.1f s; forcing", self.session_key, bound
