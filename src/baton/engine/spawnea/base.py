@@ -225,6 +225,7 @@ class ServiceBase:
             "lastTurnId": turn.turn_id if turn else None,
             "createdAt": row["created_at"],
             "ended": settings.get("ended") if _status(row, hosted) == "exited" else None,
+            "removing": self.lifecycle.guarded(session_key),
         }
 
     # -- names, UI, closing ----------------------------------------------------------------
