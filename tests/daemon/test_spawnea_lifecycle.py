@@ -70,7 +70,7 @@ class Life:
         """A root of this test (in a worktree of its own, or in the project's checkout)."""
         asked = {**CREATE, "clientRequestId": request_id, "task": request_id}
         created = await call(client, "spawnea_create_session", {**asked, "useWorktree": worktree})
-        return created["session"]
+        return dict(created["session"])
 
     async def child(self, client: Client, name: str, **extra: Any) -> Json:
         asked = {"name": name, "workspace": "new-worktree", **extra}
