@@ -14,10 +14,16 @@ close, stash, no validation     ``pending`` until an operator approves (``ui-con
 close, discard                  always ``pending`` until an operator approves, whatever the caller
 ==============================  ===============================================================
 
-Before any git mutation the session's tmux agent is stopped and verified gone (the git
-library's ``stop_session`` hook); a session that still works in the worktree (another session
-sharing it) refuses the finalization. Every step is journaled, so a retry after a crash skips
-what is done and never repeats a destructive step.
+Before any git mutation the session's tmux agent is stopped and its pane verified gone (the git
+library's ``stop_session`` hook, run again by every retry); a session that still works in the
+worktree (another session sharing it) refuses the finalization. Every step is journaled, so a
+retry skips the cleanup recorded complete and never repeats a destructive step
+(:mod:`baton.git.retry`).
+
+Finalization is for children: a root's own request is refused; the operator finalizes a root
+(:mod:`~baton.engine.spawnea.removal`). A child whose agent has ended (exited, died, or stopped
+by a finalization that then failed) stays in its root's scope, ``exited`` with why, and stays
+finalizable until a finalization completes.
 """
 
 from __future__ import annotations
