@@ -343,11 +343,9 @@ class EngineProvider:
 
     async def diff(self, session_key: str) -> DiffView | None:
         """``git diff HEAD`` (new files included) of the session's workspace, if it is in a git
-        working tree inside the approved roots or Baton's own managed worktrees
-        (``<stateDirectory>/worktrees``; nothing else is opened). Raises ``BatonError`` as
-        :func:`~baton.workspace_diff.workspace_diff` does (e.g. ``workspace_not_approved``)."""
-        row = self.store.session(session_key)
-        if row is None:
+        working tree inside the approved roots or Baton's managed worktrees (nothing else is
+        opened). Raises ``BatonError`` as :func:`~baton.workspace_diff.workspace_diff` does."""
+        if (row := self.store.session(session_key)) is None:
             return None
         config = self.engine.config
         roots = [*config.approvedDirectories, managed_worktrees(config.stateDirectory)]
