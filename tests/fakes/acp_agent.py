@@ -107,7 +107,7 @@ class _Cancelled(Exception):
 class FakeAgent:
     def __init__(self) -> None:
         self.conn: Any = None
-        self.cancel: dict[str, asyncio.Event] = {}
+        self.cancels: dict[str, asyncio.Event] = {}
         self.ignore_cancel: set[str] = set()
         self.modes: dict[str, str] = {}
 
@@ -151,8 +151,8 @@ class FakeAgent:
         return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        if session_id not in self.ignore_cancel and session_id in self.cancel:
-            self.cancel[session_id].set()
+        if session_id not in self.ignore_cancel and session_id in self.cancels:
+            self.cancels[session_id].set()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         text = "\n".join(getattr(block, "text", "") for block in prompt)
@@ -161,7 +161,7 @@ class FakeAgent:
             stored = json.loads(path.read_text())
             stored["prompts"].append(text)
             path.write_text(json.dumps(stored))
-        cancelled = self.cancel[session_id] = asyncio.Event()
+        cancelled = self.cancels[session_id] = asyncio.Event()
         self.ignore_cancel.discard(session_id)
         try:
             script = parse_script(text)

@@ -189,8 +189,8 @@ class Conversation(ClientRequests):
             ``busy`` while a turn runs, ``exited`` once the agent is gone, ``not_open`` before
             the session opened.
         """
-        if self.exited.is_set():
-            raise Busy("exited", "the agent has exited; open a new session")
+        if self.exited.is_set() or self.dead:
+            raise Busy("exited", f"{self._gone_reason()[1]}; open a new session")
         if not self.session_id or self.conn is None:
             raise Busy("not_open", "the session is not open yet")
         if self.turn is not None:
@@ -253,6 +253,16 @@ class Conversation(ClientRequests):
         self.journal.append(Terminal(turnId=turn.turn_id, outcome=outcome))
         if not dead and self._gone is None:
             self.journal.append(State(state="idle"))
+
+    @property
+    def dead(self) -> bool:
+        """The agent can take no more prompts (gone, closing, or its stream ended)."""
+        agent = self.agent
+        if self._gone is not None:
+            return True
+        if agent is None:
+            return False
+        return agent.garbage is not None or agent.returncode is not None or agent.reader.at_eof()
 
     def _gone_reason(self) -> tuple[str, str]:
         if self._gone is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -352,3 +353,7 @@ async def _end_pane(attach: AcpAttachment) -> None:
     await TmuxServer(Path(attach.socketPath)).kill_session(attach.sessionName)
     if left:
         await asyncio.to_thread(procs.reap, left, 5.0)
+    base = attach.journal.removesuffix(".journal")
+    for suffix in (".journal", ".log", ".stderr", ".sock"):
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(os.unlink, base + suffix)
