@@ -39,7 +39,9 @@ def _target(place: Place, tag: str) -> ConformanceTarget:
         slow_prompt=SLOW_PROMPT,
         broken_spec=broken,
         permission_prompt=_permission,
-        garbage_prompt='FAKE-SCRIPT: {"steps": [{"text": "about to"}, {"garbage": "oops, not json"}]}',
+        garbage_prompt=(
+            'FAKE-SCRIPT: {"steps": [{"text": "about to"}, {"garbage": "oops, not json"}]}'
+        ),
         dying_prompt='FAKE-SCRIPT: {"steps": [{"text": "about to"}, {"die": 3}]}',
     )
 

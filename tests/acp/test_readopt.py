@@ -45,8 +45,8 @@ def _hold_until(
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=10)
-    state: dict[str, Any] = json.loads(state_file.read_text())
-    return state
+    persisted: dict[str, Any] = json.loads(state_file.read_text())
+    return persisted
 
 
 def _adopt_spec(spec: SessionSpec, state: dict[str, Any]) -> SessionSpec:
@@ -78,7 +78,7 @@ def test_readopt_after_sigkill_mid_stream_is_exact(place: Place, tag: str, tmp_p
             later = "".join(p for n, _, p in sink.calls if n == "text_delta")
             # Exactly the records after the cursor: no piece lost, none delivered twice.
             assert state["text"] + later == words, (state["text"], later)
-            assert session.state == "idle"
+            assert session.snapshot.state == "idle", session.snapshot
         finally:
             await session.close()
 

@@ -57,18 +57,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from acp import (  # noqa: E402
-    PROTOCOL_VERSION,
-    RequestError,
-    run_agent,
-    start_tool_call,
-    text_block,
-    update_agent_message_text,
-    update_agent_thought_text,
-    update_tool_call,
-    update_user_message_text,
-)
-from acp.schema import (  # noqa: E402
+from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
     Implementation,
@@ -84,7 +73,17 @@ from acp.schema import (  # noqa: E402
     ToolCallUpdate,
 )
 
-from tests.fakes.model_server import parse_script  # noqa: E402
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    run_agent,
+    start_tool_call,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_tool_call,
+    update_user_message_text,
+)
+from tests.fakes.model_server import parse_script
 
 FLAGS = set(sys.argv[1:])
 NAME = sys.argv[sys.argv.index("--name") + 1] if "--name" in sys.argv else "fake-acp-agent"
@@ -287,7 +286,7 @@ class FakeAgent:
         if kind in ("allow_once", "allow_always"):
             write = step.get("write")
             if write:
-                Path(write["path"]).write_text(write.get("content", ""))
+                await asyncio.to_thread(Path(write["path"]).write_text, write.get("content", ""))
             await self.conn.session_update(sid, update_tool_call(call_id, status="completed"))
             if "text" in step:
                 await self._say(sid, str(step["text"]))
@@ -322,7 +321,7 @@ class FakeAgent:
 async def _main() -> None:
     if "--stay-on-eof" in FLAGS:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    await run_agent(FakeAgent())
+    await run_agent(FakeAgent())  # type: ignore[arg-type]  # implements what it serves
     if "--stay-on-eof" in FLAGS:
         await asyncio.sleep(3600)  # as codex-acp: stdin closed, still running
 

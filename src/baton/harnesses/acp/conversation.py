@@ -28,7 +28,6 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from acp import RequestError, connect_to_agent, text_block
 from acp.core import ClientSideConnection
 from acp.schema import (
     ClientCapabilities,
@@ -39,6 +38,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from acp import RequestError, connect_to_agent, text_block
 from baton.aio import cancel_and_wait
 from baton.harnesses.acp import outcomes
 from baton.harnesses.acp.agent_process import AgentProcess
