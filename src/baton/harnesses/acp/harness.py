@@ -101,7 +101,8 @@ async def _launch(
         profile = profile_for(command, options.profile)
     except ValueError as exc:
         raise HarnessError("invalid_options", str(exc)) from None
-    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+    dropped = (*_NOT_INHERITED, *profile.not_inherited)
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(options.env)
     home = options.agentHome or options.env.get("HOME") or os.environ.get("HOME", "/")
     env["HOME"] = home

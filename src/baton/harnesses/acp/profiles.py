@@ -41,6 +41,9 @@ class AgentProfile:
     fails every write of a new file, measured on 0.61.0)."""
     error_prefixes: tuple[str, ...] = ()
     prepare: Prepare = field(default=_nothing)
+    not_inherited: tuple[str, ...] = ()
+    """Variables of Baton's own environment the agent must not inherit (an operator may still
+    set them in ``env``)."""
 
 
 def _gemini(home: Path, workspace: str, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -94,7 +97,15 @@ PROFILES: dict[str, AgentProfile] = {
     for p in (
         AgentProfile("gemini", ("gemini",), ask_mode="default", fs_safe=False, prepare=_gemini),
         AgentProfile("opencode", ("opencode",), prepare=_opencode),
-        AgentProfile("claude", ("claude-agent-acp", "claude-code-acp"), ask_mode="default"),
+        # claude-agent-acp 0.101.0 offers bypass mode when IS_SANDBOX is set, and then its
+        # Claude Code refuses to start as root ("--dangerously-skip-permissions cannot be used
+        # with root"): a sandbox marker of the machine Baton runs on is not the agent's.
+        AgentProfile(
+            "claude",
+            ("claude-agent-acp", "claude-code-acp"),
+            ask_mode="default",
+            not_inherited=("IS_SANDBOX",),
+        ),
         AgentProfile("codex", ("codex-acp",), ask_mode="read-only", prepare=_codex),
         AgentProfile("droid", ("droid",), ask_mode="normal", prepare=_droid),
         AgentProfile("qwen", ("qwen",), ask_mode="default", prepare=_qwen),
