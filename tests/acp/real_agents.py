@@ -3,7 +3,7 @@
 Each agent gets a fresh HOME (``agentHome``: the harness writes its profile's first-run
 configuration), a fresh workspace, dummy keys, and the provider configuration that points it at
 the fake. Binaries: ``$BATON_TEST_<AGENT>`` (``GEMINI``, ``OPENCODE``, ``CLAUDE_ACP``,
-``CODEX_ACP``, ``DROID``, ``QWEN``, ``COPILOT``), else the pinned copies ``scripts/dev setup``
+``CODEX_ACP``, ``DROID``, ``QWEN``, ``COPILOT``, ``KILO``), else the pinned copies ``scripts/dev setup``
 installs under ``.tools/``.
 """
 
@@ -85,6 +85,30 @@ def _opencode_env(models: AgentModelServer, home: Path, workspace: Path) -> dict
     }
 
 
+def _kilo_env(models: AgentModelServer, home: Path, workspace: Path) -> dict[str, str]:
+    config = home / ".config"
+    provider = {
+        "npm": "@ai-sdk/anthropic",
+        "options": {"baseURL": models.base_url, "apiKey": DUMMY_KEY},
+        "models": {"claude-fake-1": {"name": "Fake"}},
+    }
+    _write_json(
+        config / "kilo" / "kilo.json",
+        {
+            "provider": {"fakeanthropic": provider},
+            "model": "fakeanthropic/claude-fake-1",
+            "small_model": "fakeanthropic/claude-fake-1",
+        },
+    )
+    return {
+        "KILO_DISABLE_MODELS_FETCH": "1",
+        "XDG_CONFIG_HOME": str(config),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+
+
 def _claude_env(models: AgentModelServer, home: Path, workspace: Path) -> dict[str, str]:
     return {
         "ANTHROPIC_BASE_URL": models.root_url,
@@ -159,6 +183,18 @@ AGENTS: dict[str, RealAgent] = {
             TOOLS / "opencode/node_modules/.bin/opencode",
             lambda binary, home: [binary, "acp"],
             _opencode_env,
+            lambda path, content: {
+                "tool": "write",
+                "args": {"filePath": str(path), "content": content},
+            },
+            ("once", "always", "reject"),
+        ),
+        RealAgent(
+            "kilo",
+            "BATON_TEST_KILO",
+            TOOLS / "kilo/node_modules/.bin/kilo",
+            lambda binary, home: [binary, "acp"],
+            _kilo_env,
             lambda path, content: {
                 "tool": "write",
                 "args": {"filePath": str(path), "content": content},

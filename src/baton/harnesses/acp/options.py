@@ -63,8 +63,8 @@ class AcpOptions(BaseModel):
     sessionName: str | None = Field(default=None, pattern=_SESSION_NAME)
     """The tmux session name; default ``baton-<slug of the workspace>-<8 hex>``."""
     profile: str | None = None
-    """The agent profile (``gemini``, ``opencode``, ``claude``, ``codex``, ``droid``, ``qwen``,
-    ``copilot``, ``generic``); default: recognised from ``command``."""
+    """The agent profile (``gemini``, ``opencode``, ``kilo``, ``claude``, ``codex``, ``droid``,
+    ``qwen``, ``copilot``, ``generic``); default: recognised from ``command``."""
     mode: str | None = None
     """The ACP session mode to set after the session opens; default: the profile's mode that
     asks before every edit. An explicit mode the agent does not offer fails the open."""

@@ -77,6 +77,14 @@ def _opencode(
     ) else []
 
 
+def _kilo(home: Path, workspace: str, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    # Kilo Code's CLI is an OpenCode fork: the same permission key, in its own config file.
+    config = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "kilo" / "kilo.json"
+    settings = {"permission": {"edit": "ask"}, "autoupdate": False}
+    wrote = merge_json(config, settings)
+    return {"KILO_DISABLE_AUTOUPDATE": "1"}, [str(config)] if wrote else []
+
+
 def _droid(home: Path, workspace: str, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     path = home / ".factory" / "settings.json"
     wrote = merge_json(path, {"logoAnimation": "off", "trustedFolders": [workspace]})
@@ -97,6 +105,7 @@ PROFILES: dict[str, AgentProfile] = {
     for p in (
         AgentProfile("gemini", ("gemini",), ask_mode="default", fs_safe=False, prepare=_gemini),
         AgentProfile("opencode", ("opencode",), prepare=_opencode),
+        AgentProfile("kilo", ("kilo",), prepare=_kilo),
         # claude-agent-acp 0.101.0 offers bypass mode when IS_SANDBOX is set, and then its
         # Claude Code refuses to start as root ("--dangerously-skip-permissions cannot be used
         # with root"): a sandbox marker of the machine Baton runs on is not the agent's.
