@@ -2,9 +2,9 @@
 
 Each agent gets a fresh HOME (``agentHome``: the harness writes its profile's first-run
 configuration), a fresh workspace, dummy keys, and the provider configuration that points it at
-the fake. Binaries: ``$BATON_TEST_<AGENT>`` (``GEMINI``, ``OPENCODE``, ``CLAUDE_ACP``,
-``CODEX_ACP``, ``DROID``, ``QWEN``, ``COPILOT``, ``KILO``), else the pinned copies ``scripts/dev setup``
-installs under ``.tools/``.
+the fake. Binaries: ``$BATON_TEST_<AGENT>`` (``GEMINI``, ``OPENCODE``, ``KILO``,
+``CLAUDE_ACP``, ``CODEX_ACP``, ``DROID``, ``QWEN``, ``COPILOT``), else the pinned copies
+``scripts/dev setup`` installs under ``.tools/``.
 """
 
 from __future__ import annotations
