@@ -1,6 +1,6 @@
 """Seven real ACP agents through the ACP harness, offline against the scripted model: a turn
 whose file write is allowed creates the file, one whose write is rejected does not, and a cancel
-ends a slow turn ``cancelled``; the permission reaches Baton's policy with the agent's own options,
+ends a slow turn ``cancelled``, a model error fails the turn; the permission reaches Baton's policy with the agent's own options,
 never a persistent one (``real_acp``)."""
 
 from __future__ import annotations
@@ -109,6 +109,11 @@ async def _flow(agent: RealAgent, spec: SessionSpec) -> None:
         assert outcome.state == agent.reject_state, outcome
         assert not rejected.exists(), "a rejected write happened"
         assert len(policy.requests) == 2
+
+        # A model error: a JSON-RPC error from most agents, Copilot's own "Error: ..." answer.
+        outcome = await _turn(session, sink, _script({"error": 400, "message": "fake bad request"}))
+        assert outcome.state == "failed" and outcome.reason == "agent_error", outcome
+        assert "400" in outcome.message or "bad request" in outcome.message, outcome
 
         slow = _script({"text": "slow " * 60, "chunks": 60, "delayMs": 250})
         turn = TurnInput(turn_id=str(uuid.uuid4()), prompt=slow, label="slow")
