@@ -1,7 +1,7 @@
-"""Seven real ACP agents through the ACP harness, offline against the scripted model: a turn
-whose file write is allowed creates the file, one whose write is rejected does not, and a cancel
-ends a slow turn ``cancelled``, a model error fails the turn; the permission reaches Baton's policy with the agent's own options,
-never a persistent one (``real_acp``)."""
+"""Eight real ACP agents through the ACP harness, offline against the scripted model: a turn
+whose file write is allowed creates the file, one whose write is rejected does not, a model error
+fails the turn, and a cancel ends a slow turn ``cancelled``; the permission reaches Baton's policy
+with the agent's own options, never a persistent one (``real_acp``)."""
 
 from __future__ import annotations
 
