@@ -374,3 +374,24 @@ def test_the_pane_shows_the_turn(place: Place, tag: str) -> None:
     assert "→ allow (caller)" in done and "All done." in done
     assert "■ turn succeeded (end_turn)" in done
     assert target.read_text() == "1"
+
+
+def test_pane_host_killed_mid_turn_settles_unknown_and_takes_the_agent(
+    place: Place, tag: str
+) -> None:
+    spec = fake_spec(place, tag, flags=("--stay-on-eof",))  # an agent that outlives its stdin
+
+    async def body(session: AcpAgentSession, sink: RecordingSink) -> None:
+        agent = psutil.Process(int(session.settings["agentPid"]))
+        prompt = script({"text": "slow " * 40, "chunks": 40, "delayMs": 250})
+        running = asyncio.ensure_future(session.submit(turn(prompt), sink))
+        while not any(n == "text_delta" for n, _, _ in sink.calls):
+            await asyncio.sleep(0.05)
+        psutil.Process(session.attach["panePid"]).kill()
+        outcome = await asyncio.wait_for(running, 15)
+        assert (outcome.state, outcome.reason) == ("unknown", "host_lost"), outcome
+        agent.wait(10)  # the kernel ends the agent with its host (PR_SET_PDEATHSIG)
+        refused = await session.submit(turn("hello"), sink)
+        assert isinstance(refused, Failed) and not refused.submitted
+
+    asyncio.run(with_session(spec, body))

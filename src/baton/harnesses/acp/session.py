@@ -191,6 +191,12 @@ class AcpAgentSession:
     def _host_gone(self) -> None:
         """The host's connection closed: whatever still waits learns the turn's fate."""
         self.exited.set()
+        snap = self._state.snap
+        if snap.state != "exited" or snap.turn is not None:
+            # No more records can come: the running turn, if any, is settled here.
+            self._state.snap = snap.model_copy(
+                update={"state": "exited", "turn": None, "pending": []}
+            )
         for turn_id, future in list(self._turns.items()):
             if future.done():
                 continue
