@@ -1,25 +1,18 @@
-"""The ACP client side of one session, inside the pane host: the agent's process, the
-``initialize`` / ``session/new`` (or ``session/load``) handshake, turns (``session/prompt``),
-``session/cancel``, and the agent's requests to the client.
-
-Built on the ``agent-client-protocol`` SDK's ``ClientSideConnection`` and schema types; this class
-is the SDK's ``Client`` (its callbacks). Everything observed goes to the :class:`Journal` as wire
-records, from which the daemon side and the pane are fed.
+"""The ACP client side of one session, in the pane host: the agent's process, the handshake
+(:mod:`.setup`), turns (``session/prompt``), ``session/cancel``, and the agent's requests. This
+class is the SDK's ``Client`` (its callbacks); everything observed goes to the :class:`Journal`.
 
 Rules held here (``docs/acp-harness.md``):
 
-- the prompt is journaled as ``submitting`` before it is written; ``submitted`` is journaled at
-  the agent's first sign of the turn (an update, a request, or its answer);
-- ``session/cancel`` resolves every open permission request of the turn with the outcome
-  ``cancelled`` (the protocol requires it); a turn still running ``cancelGraceS`` after the cancel
-  is ended by killing the agent (the session then ends: an agent that ignores a cancel cannot be
-  trusted with the next prompt);
+- the prompt is journaled ``submitting`` before it is written; ``submitted`` at the agent's first
+  sign of the turn (an update, a request, or its answer);
+- ``session/cancel`` answers every open permission request of the turn ``cancelled`` (the protocol
+  requires it); a turn still running ``cancelGraceS`` later is ended by killing the agent (an agent
+  that ignores a cancel cannot be trusted with the next prompt);
 - updates outside a turn (a ``session/load`` replay, which Gemini sends even after its answer)
-  are never taken as activity of a turn;
-- requests no ACP client serves (Qwen's ``craft/drainMidTurnQueue``) get "method not found"; the
-  SDK does that for us, and ignores unknown notifications.
+  are never taken as a turn's activity; requests no client serves (Qwen's
+  ``craft/drainMidTurnQueue``) get "method not found" from the SDK.
 """
-
 from __future__ import annotations
 
 import asyncio
