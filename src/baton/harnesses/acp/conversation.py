@@ -13,6 +13,7 @@ Rules held here (``docs/acp-harness.md``):
   are never taken as a turn's activity; requests no client serves (Qwen's
   ``craft/drainMidTurnQueue``) get "method not found" from the SDK.
 """
+
 from __future__ import annotations
 
 import asyncio
