@@ -1,9 +1,10 @@
-"""One scripted fake model for the three agent TUIs: Anthropic Messages, OpenAI Responses and
-OpenAI chat completions, all streamed, all on one ``127.0.0.1`` port.
+"""One scripted fake model for the agents: Anthropic Messages, OpenAI Responses, OpenAI chat
+completions and Gemini ``generateContent``, all streamed, all on one ``127.0.0.1`` port.
 
 Claude Code (2.1.332) talks Anthropic Messages (``POST /v1/messages``), Codex (0.171.0) talks
 OpenAI Responses (``POST /v1/responses``), Droid (0.225.2) talks chat completions through a BYOK
-custom model: the last is :mod:`tests.fakes.model_server`'s handler, reused unchanged.
+custom model: the last is :mod:`tests.fakes.model_server`'s handler, reused unchanged. Gemini CLI
+(0.61.0) talks ``POST /v1beta/models/<model>:streamGenerateContent?alt=sse``.
 
 The script syntax is :mod:`tests.fakes.model_server`'s (``FAKE-SCRIPT: {"steps": [...]}``
 anywhere in the prompt), with the same steps (``text`` with ``chunks``/``delayMs``, ``tool``
@@ -93,6 +94,28 @@ def responses_prompt(body: Json) -> tuple[str, int]:
     return "", 0
 
 
+def gemini_prompt(body: Json) -> tuple[str, int]:
+    """The current-turn prompt text of a Gemini ``generateContent`` request (the last ``user``
+    content with text that is not a function response), and the model turns since it."""
+    contents = [c for c in _list(body.get("contents")) if isinstance(c, dict)]
+    for index in range(len(contents) - 1, -1, -1):
+        content = contents[index]
+        if content.get("role", "user") != "user":
+            continue
+        parts = [p for p in _list(content.get("parts")) if isinstance(p, dict)]
+        texts = [str(p["text"]) for p in parts if isinstance(p.get("text"), str)]
+        if texts and not any("functionResponse" in p for p in parts):
+            rounds = sum(1 for c in contents[index + 1 :] if c.get("role") == "model")
+            return "\n".join(texts), rounds
+    return "", 0
+
+
+def gemini_has_tools(body: Json) -> bool:
+    return any(
+        isinstance(t, dict) and t.get("functionDeclarations") for t in _list(body.get("tools"))
+    )
+
+
 def responses_has_tools(body: Json) -> bool:
     """Tools offered: the top-level list, or (Codex "code mode" models) an ``additional_tools``
     input item."""
@@ -156,6 +179,11 @@ class _AgentHandler(_Handler):
             owner._record_api("anthropic", body)
             prompt, rounds = anthropic_prompt(body)
             self._guarded(self._anthropic, scripted_step(prompt, rounds, bool(body.get("tools"))))
+        elif ":streamGenerateContent" in route or ":generateContent" in route:
+            owner._record_api("gemini", body)
+            prompt, rounds = gemini_prompt(body)
+            step = scripted_step(prompt, rounds, gemini_has_tools(body))
+            self._guarded(lambda played: self._gemini(played, stream=":stream" in route), step)
         elif route.endswith("/responses"):
             owner._record_api("responses", body)
             prompt, rounds = responses_prompt(body)
@@ -272,6 +300,37 @@ class _AgentHandler(_Handler):
             },
         )
         self._event("message_stop", {"type": "message_stop"})
+
+    # -- Gemini generateContent --------------------------------------------------------------
+
+    def _gemini(self, step: Json, *, stream: bool) -> None:
+        """Gemini's wire: SSE ``data:`` chunks of ``candidates[0].content.parts`` (text pieces or
+        one ``functionCall``), ``finishReason: STOP`` and ``usageMetadata`` on the last."""
+        usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        tool = step.get("tool")
+        chunks: list[Json] = []
+        text = step.get("text")
+        pieces, delay = self._pieces(step)
+        if (isinstance(text, str) and text) or not isinstance(tool, str):
+            chunks += [{"parts": [{"text": piece}]} for piece in pieces]
+        if isinstance(tool, str):
+            args = step.get("args")
+            call = {"name": tool, "args": args if isinstance(args, dict) else {}}
+            chunks.append({"parts": [{"functionCall": call}]})
+        if not stream:
+            parts = [part for chunk in chunks for part in chunk["parts"]]
+            whole = {"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}
+            self._write_event({"candidates": [whole], "usageMetadata": usage})
+            return
+        for n, chunk in enumerate(chunks):
+            if n and "functionCall" not in chunk["parts"][0]:
+                self._sleep(delay)
+            candidate: Json = {"content": {"role": "model", **chunk}, "index": 0}
+            payload: Json = {"candidates": [candidate]}
+            if n == len(chunks) - 1:
+                candidate["finishReason"] = "STOP"
+                payload["usageMetadata"] = usage
+            self._write_event(payload)
 
     # -- OpenAI Responses ---------------------------------------------------------------------
 
@@ -436,6 +495,8 @@ class AgentModelServer(ScriptedModelServer):
                 prompt = responses_prompt(body)[0]
                 if not prompt.startswith(CODEX_TITLE_REQUEST):
                     out.append(prompt)
+            elif api == "gemini" and gemini_has_tools(body):
+                out.append(gemini_prompt(body)[0])
             elif api == "chat" and is_turn_request(body):
                 out.append(current_prompt_text(body))
         return out
