@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from baton.regular_files import open_regular, read_regular
+
 #: Autonomy levels in increasing order (droid-mcp: ``off`` < ``low`` < ``medium`` < ``high``).
 AUTONOMY_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high")
 #: The deprecated ``autonomyMode`` values and the level each one means (droid-protocol.md §5).
@@ -93,8 +95,14 @@ def iso_from_ns(ns: int) -> str:
 
 
 def read_head(path: str) -> tuple[Json | None, str | None]:
-    """Line 0 as a dict (None if it is not a usable ``session_start``) and line 1's timestamp."""
-    with open(path, "rb") as handle:
+    """Line 0 as a dict (None if it is not a usable ``session_start``) and line 1's timestamp.
+
+    Raises
+    ------
+    OSError
+        If ``path`` cannot be opened or is not a regular file (a FIFO never blocks the read).
+    """
+    with open_regular(path) as handle:
         data = handle.read(_HEAD_CHUNK)
         # Line 0, then enough of line 1 for its timestamp (it comes within its first bytes).
         while len(data) < _MAX_HEADER_BYTES and (
@@ -133,9 +141,8 @@ def stat_sig(path: str) -> Sig | None:
 
 def _load_json_object(path: str) -> Json | None:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_SETTINGS_BYTES + 1)
-    except OSError:
+        data = read_regular(path, _MAX_SETTINGS_BYTES)
+    except OSError:  # missing, unreadable, or not a regular file (never blocks on a FIFO)
         return None
     if len(data) > _MAX_SETTINGS_BYTES:
         return None

@@ -33,6 +33,7 @@ from typing import IO, Any, Literal
 from baton.errors import BatonError
 from baton.harnesses.droid_jsonl import Line, Record, lines, read_header, record
 from baton.paging import clip, utf16_len
+from baton.regular_files import open_regular
 
 #: Event text is clipped to this many UTF-16 code units (droid-mcp tool reference: 4000).
 EVENT_TEXT_LIMIT = 4000
@@ -263,9 +264,9 @@ class TranscriptReader:
         Raises
         ------
         OSError
-            If the file cannot be opened.
+            If the file cannot be opened or is not a regular file.
         """
-        with self._lock, open(path, "rb") as handle:
+        with self._lock, open_regular(path) as handle:
             summary = self._sync(str(path), handle)
             return TranscriptStatus(
                 state="running" if summary.last_prompt > summary.last_outcome else "idle",
@@ -321,12 +322,12 @@ class TranscriptReader:
         BatonError
             ``invalid_argument`` for a malformed cursor or ``max_events < 1``.
         OSError
-            If the file cannot be opened.
+            If the file cannot be opened or is not a regular file.
         """
         if max_events < 1:
             raise BatonError("invalid_argument", "maxEvents must be at least 1")
         cursor = TranscriptCursor.decode(after) if after is not None else None
-        with self._lock, open(path, "rb") as handle:
+        with self._lock, open_regular(path) as handle:
             summary = self._sync(str(path), handle)
             state: State = "running" if summary.last_prompt > summary.last_outcome else "idle"
             attention = (summary.pending,) if summary.pending else ()
