@@ -53,6 +53,8 @@ class OwnSession:
     via: Literal["own", "local-resume"]
     run_ids: list[str] = field(default_factory=list)
     last_active: float = field(default_factory=time.monotonic)
+    #: Wall-clock time (s) at which its worker and Droid process were confirmed gone.
+    gone_at: float | None = None
 
     @property
     def agent_id(self) -> str | None:
@@ -246,6 +248,7 @@ class OwnSessions:
             )
         engine.store.set_session_status(session_key, "open", utc_now())
         self.by_agent_id[live.agent_session_id] = own
+        engine.spawn(_note_gone(own))
         return own
 
     def submit(
@@ -345,12 +348,19 @@ class OwnSessions:
                 await asyncio.wait_for(own.live.gone.wait(), grace + 10)
             except TimeoutError:
                 await own.live.lease.kill()
+            if own.live.gone.is_set() and own.gone_at is None:
+                own.gone_at = time.time()
         self.engine.store.set_session_status(own.session_key, "closed", utc_now())
 
     async def close_all(self) -> None:
         """Baton is stopping or its client left: close every own session (contract)."""
         for own in self.open_sessions():
             await self.close(own, wait=False)
+
+
+async def _note_gone(own: OwnSession) -> None:
+    await own.live.gone.wait()
+    own.gone_at = time.time()
 
 
 def repo_of(cwd: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from baton.config import AUTONOMY_ORDER
 from baton.engine.droid_mcp.own import OwnSession
-from baton.engine.droid_mcp.routing import Target, unknown_session
+from baton.engine.droid_mcp.routing import Target, transcript_missing, unknown_session
 from baton.engine.droid_mcp.settings import Settings
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
@@ -41,18 +41,22 @@ async def resume_locally(
     ------
     BatonError
         ``rest_required`` (not on this machine), ``local_resume_refused`` (not allowed by the
-        caller, a guard refused it, no recorded cwd, or the loaded autonomy is above the host's
-        cap: the session is closed again), ``session_busy`` (another Baton run is live on it),
+        caller, a guard refused it, no recorded cwd, the loaded autonomy is above the host's
+        cap: the session is closed again; or ``transcript_missing``: Baton ran the session here
+        but its transcript is gone), ``session_busy`` (another Baton run is live on it),
         ``workspace_not_approved``, ``capacity_exhausted``, ``workspace_busy``, ``agent_failed``.
     """
     config = service.config
     record = target.record
     if record is None:
+        if target.own is not None or target.ran_here:
+            raise transcript_missing(target.session_id)
         raise unknown_session(target.session_id, rest=False)
     if not args.get("allowLocalResume"):
+        state = "was closed" if target.own is not None else "is not running in Baton"
         raise BatonError(
             "local_resume_refused",
-            f"session {target.session_id} is not running in Baton; resuming it here needs "
+            f"session {target.session_id} {state}; resuming it here needs "
             "allowLocalResume: true (or the Factory REST API, which is not configured)",
         )
     refusals = local_resume_refusals(
@@ -61,6 +65,11 @@ async def resume_locally(
         now=time.time(),
         quiet_ms=service.settings.localResumeQuietMs,
     )
+    own_gone_at = target.own.gone_at if target.own is not None else None
+    if own_gone_at is not None and record.mtime <= own_gone_at:
+        # Baton's own Droid process for this session wrote it last and is gone: nothing else
+        # has it open, which is what the quiet-time guard stands in for.
+        refusals = [r for r in refusals if r.code != "recently_modified"]
     if refusals:
         raise BatonError(
             "local_resume_refused",

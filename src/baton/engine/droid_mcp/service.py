@@ -63,12 +63,17 @@ class DroidMcp:
         """Where ``session`` lives (own, local, remote)."""
         session_id = check_session_id(session)
         own = self.own.get(session_id)
-        if own is not None:
+        if own is not None and not own.closed:
             return Target("own", session_id, own=own)
+        # A closed own session is an ordinary local session for sends (its transcript, if any),
+        # while reads keep its in-memory state (``droid-mcp.md``, "Known limits").
         record = self.index.get(session_id)
+        if own is not None:
+            return Target("own", session_id, own=own, record=record)
         if record is not None:
             return Target("local", session_id, record=record)
-        return Target("remote", session_id)
+        ran_here = bool(self.engine.store.sessions_by_agent_id(session_id))
+        return Target("remote", session_id, ran_here=ran_here)
 
     # -- droid_start -------------------------------------------------------------------------
 
@@ -175,7 +180,7 @@ class DroidMcp:
                 await self._make_free(own, mode)
                 self.own.check_turn_slot(own.repo, ignore=own)
                 result_args: tuple[OwnSession, str] = (own, "own")
-            elif target.kind != "remote" and self.rest is None:
+            elif self.rest is None and (target.kind != "remote" or target.ran_here):
                 own = await resume_locally(self, target, args, autonomy, settings)
                 result_args = (own, "local-resume")
             else:
@@ -186,7 +191,9 @@ class DroidMcp:
             self.intents.drop(key)
             raise
         own, via = result_args
-        changes = settings.turn_settings(autonomy) if via == "own" else {}
+        changes = (
+            settings.turn_settings(autonomy) if via == "own" else settings.resume_turn_settings()
+        )
         result = await self._first_turn(
             own, prompt, changes, key, via=via, launched=via == "local-resume"
         )
@@ -305,6 +312,9 @@ class DroidMcp:
             raise BatonError("invalid_argument", "scope must be turn or session")
         target = self.target(args.get("session"))
         own = target.own
+        if own is not None and own.closed and scope == "session":
+            message = "the session was already closed; nothing changed"
+            return _cancelled(target.session_id, scope, False, own.state, message)
         if own is None or own.closed:
             if scope == "session":
                 raise BatonError(

@@ -9,6 +9,7 @@ specModel, useSpec,
 tool lists
 autonomy                 at open                 before the prompt           ignored (named)
 tags (+ ``droid-mcp``)   at open                 added before the prompt     ignored (named)
+                                                 (no ``droid-mcp`` on resume)
 worktree                 Baton creates it        ignored (named)             ignored (named)
 appendSystemPrompt       at open (not a fork)    ignored (named)             ignored (named)
 fork                     loads and forks         ignored (named)             ignored (named)
@@ -145,9 +146,19 @@ class Settings:
             changes["addTags"] = [{"name": t} for t in self.tags]
         return changes
 
+    def resume_turn_settings(self) -> dict[str, Any]:
+        """What the first turn after a local resume changes: the given tags are added to the
+        session's own (their metadata kept); everything else was applied when it was loaded."""
+        return {"addTags": [{"name": t} for t in self.tags]} if self.tags else {}
+
     def ignored_by_send(self) -> list[str]:
-        """Settings a send to an existing session cannot apply (named in ``ignored``)."""
-        return sorted(k for k in ("worktree", "appendSystemPrompt", "fork") if k in self.given)
+        """Settings a send to an existing session cannot apply, and the given ones that do
+        nothing (``useSpec: false``, ``mission: false``), named in ``ignored``."""
+        never = {"worktree", "appendSystemPrompt", "fork"} & self.given
+        no_op = {"mission"} & self.given
+        if not self.use_spec:
+            no_op |= {"useSpec"} & self.given
+        return sorted(never | no_op)
 
 
 def parse_settings(args: Mapping[str, Any]) -> Settings:
