@@ -16,6 +16,7 @@ Rules (``droid-mcp.md``, "Concurrency limits" and "How it works"; ``WAVE2.md`` Â
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import uuid
@@ -92,6 +93,9 @@ class OwnSessions:
     def __init__(self, engine: Engine, settings: DroidMcpConfig) -> None:
         self.engine = engine
         self.settings = settings
+        #: The surface's policy with this host's ``droidMcp.eventsKept`` (the log each own
+        #: session keeps for ``droid_wait``; older events become a ``gap``).
+        self.policy = dataclasses.replace(DROID_MCP, events_kept=settings.eventsKept)
         #: Own sessions by Droid session id (open ones, and closed ones still readable).
         self.by_agent_id: dict[str, OwnSession] = {}
 
@@ -216,7 +220,7 @@ class OwnSessions:
             lifetime=DROID_MCP.lifetime,
         )
         live = engine.launch(
-            policy=DROID_MCP,
+            policy=self.policy,
             session_key=session_key,
             workspace=workspace,
             autonomy=autonomy,

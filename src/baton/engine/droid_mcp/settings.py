@@ -117,7 +117,7 @@ class Settings:
             options["additionalToolIds"] = list(self.add_tools)
         if self.remove_tools is not None:
             options["disabledToolIds"] = list(self.remove_tools)
-        if self.append_system_prompt is not None and self.fork is None:
+        if self.append_system_prompt is not None:  # never with fork (refused when parsed)
             options["appendSystemPrompt"] = self.append_system_prompt
         return options
 
@@ -168,8 +168,9 @@ def parse_settings(args: Mapping[str, Any]) -> Settings:
     ------
     BatonError
         ``unsupported_setting`` for ``mission: true`` and the worker/validator settings (droid-sdk
-        0.5.0 cannot run mission sessions: ``WAVE2.md`` §3.1); ``invalid_argument`` for a value
-        of the wrong shape.
+        0.5.0 cannot run mission sessions: ``WAVE2.md`` §3.1), and for ``appendSystemPrompt``
+        with ``fork`` (the contract refuses it); ``invalid_argument`` for a value of the wrong
+        shape.
     """
     given = frozenset(k for k in SETTING_KEYS if args.get(k) is not None)
     if args.get("mission") is True or any(k in given for k in _MISSION_ONLY):
@@ -185,6 +186,12 @@ def parse_settings(args: Mapping[str, Any]) -> Settings:
         raise BatonError("invalid_argument", "worktree must be true or a branch name")
     if isinstance(worktree, str) and not _branch_name_ok(worktree):
         raise BatonError("invalid_argument", "worktree must be a plain branch name")
+    if "appendSystemPrompt" in given and "fork" in given:
+        raise BatonError(
+            "unsupported_setting",
+            "appendSystemPrompt cannot be used with fork: a fork continues its source's "
+            "conversation, whose system prompt is already set",
+        )
     return Settings(
         model=_text(args, "model", 200),
         reasoning_effort=_text(args, "reasoningEffort", 20),
