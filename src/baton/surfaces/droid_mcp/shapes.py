@@ -36,6 +36,9 @@ class FoundGroup(_Shape):
     repo: str | None
     missionId: str | None = None
     sessions: list[FoundSession]
+    children: dict[str, Any] | None = None
+    """Workstreams with the REST API: ``{total, running, sessions: [{sessionId, status, title?,
+    computerId?, local}]}``, or ``{error}``."""
 
 
 class FindResult(_Shape):
