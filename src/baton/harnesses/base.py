@@ -173,9 +173,17 @@ class SessionSink(Protocol):
     def spawned(self, agent_pid: int) -> None:
         """The agent process exists (informational; supervision does not depend on it)."""
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
-        """The conversation is open: the agent's own session id (Droid's UUID, a tmux target) and
-        the settings the agent reports it applied (read back, never what we asked)."""
+    def session(
+        self,
+        agent_session_id: str,
+        settings: Mapping[str, Any],
+        *,
+        worktree: Mapping[str, str | None] | None = None,
+    ) -> None:
+        """The conversation is open: the agent's own session id (Droid's UUID, a tmux target),
+        the settings the agent reports it applied (read back, never what we asked), and for a
+        session in a worktree the agent made, ``{path, branch, cwd}`` as learned from the agent
+        itself (:mod:`baton.harnesses.droid.worktree`)."""
 
     def submitting(self, turn_id: str) -> None:
         """From now on the prompt may reach the agent. Called before the first byte is sent: if

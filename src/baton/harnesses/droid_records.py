@@ -3,7 +3,8 @@
 Facts (Droid CLI 0.225.2, measured; ``shared/design/WAVE2.md`` §4.2–§4.3): line 0 of
 ``<sessionId>.jsonl`` is a ``session_start`` record (title, cwd, fork ``parent``, subagent or
 mission worker ``callingSessionId``); ``<sessionId>.settings.json`` holds model, autonomy,
-interaction mode, tags and ``archivedAt``, and ``.settings.json.bak`` is its previous version.
+interaction mode, tags, ``archivedAt`` and, for a session started with ``--worktree``, ``worktree:
+{branch, path, repoRoot}``; ``.settings.json.bak`` is its previous version.
 Mission roles come from the ``mission-session`` tag's metadata, else the older
 ``mission-orchestrator`` / ``mission-worker`` tags, as the CLI itself reads them.
 """
@@ -72,6 +73,10 @@ class SessionRecord:
     settings_readable: bool
     settings_from_backup: bool
     path: Path
+    #: Droid's ``worktree`` record in the settings (a session started with ``--worktree``):
+    #: the worktree's top directory and the repository it belongs to.
+    worktree_path: str | None = None
+    worktree_repo: str | None = None
 
     @property
     def mtime(self) -> float:
@@ -211,6 +216,8 @@ def classify(
         mode = values.get("autonomyMode")
         autonomy = _MODE_LEVELS.get(mode) if isinstance(mode, str) else None
     archived_at = values.get("archivedAt")
+    worktree = values.get("worktree")
+    worktree = worktree if isinstance(worktree, dict) else {}
     return SessionRecord(
         id=session_id,
         title=header["title"],
@@ -236,4 +243,6 @@ def classify(
         settings_readable=settings.values is not None,
         settings_from_backup=settings.values is not None and settings.from_backup,
         path=Path(path),
+        worktree_path=_text(worktree.get("path")),
+        worktree_repo=_text(worktree.get("repoRoot")),
     )

@@ -82,6 +82,17 @@ class OwnSession:
             return "waiting" if self.live.prompts.listed() else "running"
         return "idle"
 
+    @property
+    def worktree(self) -> dict[str, str | None] | None:
+        """``{path, branch, cwd}`` of the worktree Droid made for the session, or None."""
+        return self.live.worktree
+
+    @property
+    def cwd(self) -> str:
+        """Where the conversation works: its place in the worktree, else the workspace."""
+        cwd = self.worktree.get("cwd") if self.worktree is not None else None
+        return cwd or self.workspace
+
     def current_recorder(self) -> RunRecorder | None:
         turn = self.live.current
         return turn if isinstance(turn, RunRecorder) else None

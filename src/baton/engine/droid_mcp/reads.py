@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baton.engine.droid_find import FindCache, droid_find
+from baton.engine.droid_mcp.diffs import session_diff
 from baton.engine.droid_mcp.rest_reads import add_children, final_text_rest, wait_rest
 from baton.engine.droid_mcp.routing import Target, unknown_session
 from baton.engine.eventlog import LogEvent
@@ -34,7 +35,6 @@ from baton.harnesses.droid_settings import (
 )
 from baton.harnesses.droid_transcript import TranscriptReader
 from baton.paging import clip, page_utf8
-from baton.workspace_diff import workspace_diff
 
 if TYPE_CHECKING:
     from baton.engine.droid_mcp.service import DroidMcp
@@ -249,40 +249,38 @@ class DroidMcpReads:
             raise BatonError("invalid_argument", "include must list text and/or diff")
         offset = _int(args, "offset", 0, 0, 1 << 40)
         max_bytes = _int(args, "maxBytes", BYTES_DEFAULT, 1, BYTES_MAX)
-        text, cwd, turn, source = await self._final_text(target)
+        text, turn, source = await self._final_text(target)
         diff_text, diff_meta = "", {}
-        if "diff" in include and cwd is not None:
+        if "diff" in include:
             roots = self.service.config.approvedDirectories
-            diff = await asyncio.to_thread(workspace_diff, cwd, roots)
-            diff_text = diff.text
-            diff_meta = {"diffState": diff.state, "diffTruncated": diff.truncated}
+            diff = await asyncio.to_thread(session_diff, target, roots)
+            if diff is not None:
+                diff_text = diff.text
+                diff_meta = {"diffState": diff.state, "diffTruncated": diff.truncated}
         parts = [("text", text if "text" in include else ""), ("diff", diff_text)]
         answer: dict[str, Any] = {"sessionId": target.session_id, "source": source, "turn": turn}
         answer.update(_page_parts(parts, offset, max_bytes))
         answer.update(diff_meta)
         return answer
 
-    async def _final_text(
-        self, target: Target
-    ) -> tuple[str, str | None, dict[str, Any] | None, str]:
+    async def _final_text(self, target: Target) -> tuple[str, dict[str, Any] | None, str]:
         store = self.service.engine.store
         if target.own is not None:
             for row in store.session_runs(target.own.session_key):
                 if row["state"] in ("accepted", "starting", "running"):
                     continue
                 turn: dict[str, Any] | None = {"runId": row["run_id"], "state": row["state"]}
-                return row["result_text"] or "", target.own.workspace, turn, "own"
-            return "", target.own.workspace, None, "own"
+                return row["result_text"] or "", turn, "own"
+            return "", None, "own"
         if target.record is not None:
             status = await asyncio.to_thread(self.reader.status, target.record.path)
             last = status.last_turn
             turn = {"turnId": last.turn_id, "reason": last.reason} if last else None
-            cwd = target.record.cwd
-            return (last.text or "") if last else "", cwd, turn, "local"
+            return (last.text or "") if last else "", turn, "local"
         rest = self.service.rest
         if rest is None:
             raise unknown_session(target.session_id, rest=False)
-        return await final_text_rest(rest, target.session_id), None, None, "rest"
+        return await final_text_rest(rest, target.session_id), None, "rest"
 
 
 def _int(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:

@@ -14,13 +14,14 @@ or the Factory REST API) is :mod:`baton.engine.droid_mcp.send_routes`. The reads
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baton.config import AUTONOMY_ORDER
-from baton.engine.droid_mcp.own import OwnSession, OwnSessions
+from baton.engine.droid_mcp.own import OwnSession, OwnSessions, repo_of
 from baton.engine.droid_mcp.routing import Target, check_session_id, unknown_session
 from baton.engine.droid_mcp.send_routes import resume_locally, send_rest
 from baton.engine.droid_mcp.settings import Settings, parse_settings
@@ -79,7 +80,8 @@ class DroidMcp:
 
     async def start(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """A new own session and its first turn. Returns ``{sessionId, state, via, runId,
-        nextSeq, cwd, replayed}``.
+        nextSeq, cwd, replayed, worktree?}`` (``cwd``: where the session works; with
+        ``worktree``, in the worktree Droid made, ``{path, branch}``).
 
         Raises
         ------
@@ -98,10 +100,7 @@ class DroidMcp:
             raise BatonError("invalid_argument", "cwd must be an absolute directory path")
         workspace = approve_workspace(cwd, self.config.approvedDirectories)
         if settings.worktree is not None:
-            raise BatonError(
-                "unsupported_setting",
-                "worktree is not available: this Baton has no managed worktrees yet",
-            )
+            _check_in_repository(workspace)
         if settings.fork is not None:
             self._check_fork_source(settings.fork)
         await self._check_models(settings)
@@ -241,15 +240,18 @@ class DroidMcp:
                 await self.own.discard(own)
             raise
         await sent
-        return {
+        result: dict[str, Any] = {
             "sessionId": own.agent_id,
             "via": via,
             "state": own.state,
             "runId": run_id,
             "nextSeq": next_seq,
-            "cwd": own.workspace,
+            "cwd": own.cwd,
             "replayed": False,
         }
+        if own.worktree is not None:
+            result["worktree"] = {"path": own.worktree["path"], "branch": own.worktree["branch"]}
+        return result
 
     def _replayed(self, first: dict[str, Any] | None) -> dict[str, Any]:
         result = dict(first or {})
@@ -365,6 +367,15 @@ class DroidMcp:
             await catalogue.check(settings.spec_model, settings.spec_reasoning_effort)
         elif settings.spec_reasoning_effort is not None and settings.model is not None:
             await catalogue.check(settings.model, settings.spec_reasoning_effort)
+
+
+def _check_in_repository(workspace: str) -> None:
+    """``worktree`` needs a git repository (else Droid exits: "Not inside a git repository")."""
+    if not os.path.exists(os.path.join(repo_of(workspace), ".git")):
+        raise BatonError(
+            "invalid_argument",
+            f"worktree needs a cwd inside a git repository; {workspace} is in none",
+        )
 
 
 def _key(args: Mapping[str, Any]) -> str:

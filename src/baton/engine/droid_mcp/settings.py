@@ -10,7 +10,8 @@ tool lists
 autonomy                 at open                 before the prompt           ignored (named)
 tags (+ ``droid-mcp``)   at open                 added before the prompt     ignored (named)
                                                  (no ``droid-mcp`` on resume)
-worktree                 Baton creates it        ignored (named)             ignored (named)
+worktree                 Droid makes it (new     ignored (named)             ignored (named)
+                         sessions; not a fork)
 appendSystemPrompt       at open (not a fork)    ignored (named)             ignored (named)
 fork                     loads and forks         ignored (named)             ignored (named)
 mission, worker*,        refused: droid-sdk 0.5.0 rejects mission mode (``WAVE2.md`` decision 3)
@@ -119,6 +120,8 @@ class Settings:
             options["disabledToolIds"] = list(self.remove_tools)
         if self.append_system_prompt is not None:  # never with fork (refused when parsed)
             options["appendSystemPrompt"] = self.append_system_prompt
+        if self.worktree is not None:  # never with fork (refused when parsed)
+            options["worktree"] = self.worktree
         return options
 
     def turn_settings(self, autonomy: str | None) -> dict[str, Any]:
@@ -186,6 +189,12 @@ def parse_settings(args: Mapping[str, Any]) -> Settings:
         raise BatonError("invalid_argument", "worktree must be true or a branch name")
     if isinstance(worktree, str) and not _branch_name_ok(worktree):
         raise BatonError("invalid_argument", "worktree must be a plain branch name")
+    if worktree not in (None, False, "") and "fork" in given:
+        raise BatonError(
+            "unsupported_setting",
+            "worktree cannot be used with fork: Droid loads the forked session in its own "
+            "directory, not in a new worktree",
+        )
     if "appendSystemPrompt" in given and "fork" in given:
         raise BatonError(
             "unsupported_setting",
