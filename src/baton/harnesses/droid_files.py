@@ -16,8 +16,8 @@ parsed and revalidates with ``stat``.
 
 This module is the droid-mcp file layer's front door: it re-exports the record, transcript,
 settings and resume-guard names of :mod:`~baton.harnesses.droid_records`,
-:mod:`~baton.harnesses.droid_transcript`, :mod:`~baton.harnesses.droid_settings` and
-:mod:`~baton.harnesses.droid_resume`.
+:mod:`~baton.harnesses.droid_transcript` (and its cursor),
+:mod:`~baton.harnesses.droid_settings` and :mod:`~baton.harnesses.droid_resume`.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ from baton.harnesses.droid_settings import (
 from baton.harnesses.droid_transcript import (
     FinishedTurn,
     PendingTool,
-    TranscriptCursor,
     TranscriptEvent,
     TranscriptRead,
     TranscriptReader,
     TranscriptStatus,
 )
+from baton.harnesses.droid_transcript_cursor import TranscriptCursor
 
 __all__ = [
     "AUTONOMY_LEVELS",

@@ -14,26 +14,25 @@ or the Factory REST API) is :mod:`baton.engine.droid_mcp.send_routes`. The reads
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baton.config import AUTONOMY_ORDER
-from baton.engine.droid_mcp.own import OwnSession, OwnSessions, repo_of
+from baton.engine.droid_mcp.arguments import check_in_repository, prompt_text, request_key
+from baton.engine.droid_mcp.own import OwnSession, OwnSessions
 from baton.engine.droid_mcp.routing import Target, check_session_id, unknown_session
 from baton.engine.droid_mcp.send_routes import resume_locally, send_rest
 from baton.engine.droid_mcp.settings import Settings, parse_settings
 from baton.engine.idempotency import Intents
 from baton.engine.intents import fingerprint
 from baton.engine.policy import Expiring
-from baton.engine.validation import AUTONOMY_LEVELS, PROMPT_MAX_BYTES
+from baton.engine.validation import AUTONOMY_LEVELS
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
 from baton.harnesses.droid_files import SessionFileIndex
 from baton.harnesses.droid_rest import FactoryRestError, SessionsApi
-from baton.text import has_lone_surrogate
 
 if TYPE_CHECKING:
     from baton.engine.engine import Engine
@@ -91,8 +90,8 @@ class DroidMcp:
             ``unknown_session`` (fork source), ``idempotency_conflict``, ``request_pending``,
             ``capacity_exhausted``, ``workspace_busy``, ``agent_failed``.
         """
-        key = _key(args)
-        prompt = _prompt(args)
+        key = request_key(args)
+        prompt = prompt_text(args)
         settings = parse_settings(args)
         autonomy = self._autonomy(args.get("autonomy"), default="off") or "off"
         cwd = args.get("cwd")
@@ -100,7 +99,7 @@ class DroidMcp:
             raise BatonError("invalid_argument", "cwd must be an absolute directory path")
         workspace = approve_workspace(cwd, self.config.approvedDirectories)
         if settings.worktree is not None:
-            _check_in_repository(workspace)
+            check_in_repository(workspace)
         if settings.fork is not None:
             self._check_fork_source(settings.fork)
         await self._check_models(settings)
@@ -155,8 +154,8 @@ class DroidMcp:
             interrupt that did not stop it in time), ``local_resume_refused``,
             ``rest_required``, ``rest_failed``, ``unknown_session``.
         """
-        key = _key(args)
-        prompt = _prompt(args)
+        key = request_key(args)
+        prompt = prompt_text(args)
         settings = parse_settings(args)
         mode = args.get("mode", "queue")
         if mode not in ("queue", "interrupt"):
@@ -367,35 +366,6 @@ class DroidMcp:
             await catalogue.check(settings.spec_model, settings.spec_reasoning_effort)
         elif settings.spec_reasoning_effort is not None and settings.model is not None:
             await catalogue.check(settings.model, settings.spec_reasoning_effort)
-
-
-def _check_in_repository(workspace: str) -> None:
-    """``worktree`` needs a git repository (else Droid exits: "Not inside a git repository")."""
-    if not os.path.exists(os.path.join(repo_of(workspace), ".git")):
-        raise BatonError(
-            "invalid_argument",
-            f"worktree needs a cwd inside a git repository; {workspace} is in none",
-        )
-
-
-def _key(args: Mapping[str, Any]) -> str:
-    key = args.get("idempotencyKey")
-    if not isinstance(key, str) or not 1 <= len(key) <= 200:
-        raise BatonError("invalid_argument", "idempotencyKey is required: 1-200 characters")
-    if "\x00" in key or has_lone_surrogate(key):
-        raise BatonError("invalid_argument", "idempotencyKey contains a NUL or a lone surrogate")
-    return key
-
-
-def _prompt(args: Mapping[str, Any]) -> str:
-    prompt = args.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise BatonError("invalid_argument", "prompt must not be empty")
-    if "\x00" in prompt or has_lone_surrogate(prompt):
-        raise BatonError("invalid_argument", "prompt contains a NUL or a lone surrogate")
-    if len(prompt.encode("utf-8")) > PROMPT_MAX_BYTES:
-        raise BatonError("invalid_argument", f"prompt is larger than {PROMPT_MAX_BYTES} bytes")
-    return prompt
 
 
 def _cancelled(session: str, scope: str, changed: bool, state: str, message: str) -> dict[str, Any]:
