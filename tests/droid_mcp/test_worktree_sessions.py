@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.droid_mcp.test_surface_real_droid import (
@@ -75,6 +76,15 @@ async def test_a_worktree_session_works_in_droids_worktree_and_its_diff_is_shown
         assert result["text"] == "done" and result["diffState"] == "ok"
         assert "+made in the worktree" in result["diff"]
         await call(client, "droid_cancel", {"session": session, "scope": "session"})
+        # A worktree left without changes is removed by Droid on close: no diff, no error.
+        clean = await start(client, setup, "wt-2", script("wt2", {"text": "nothing"}),
+                            worktree=True)  # fmt: skip
+        assert clean["worktree"]["branch"].startswith(f"{current}-")
+        await wait_until(client, clean["sessionId"], is_idle, clean["nextSeq"])
+        await call(client, "droid_cancel", {"session": clean["sessionId"], "scope": "session"})
+        assert not await anyio.Path(clean["worktree"]["path"]).exists()
+        gone = await call(client, "droid_result", {"session": clean["sessionId"]})
+        assert gone["text"] == "nothing" and "diff" not in gone
     # A new server knows the session only from its files: the diff still comes from Droid's
     # own record of where the worktree is.
     async with baton(setup.config, setup.env, "droid-mcp") as client:

@@ -26,15 +26,19 @@ from baton.workspace_diff import WorkspaceDiff, workspace_diff
 
 
 def diff_place(target: Target, roots: Sequence[str]) -> tuple[str, list[str]] | None:
-    """``(cwd, roots)`` to diff ``target`` with, or None when it has no local working tree.
-    Blocking for a local worktree session (runs ``git worktree list``)."""
+    """``(cwd, roots)`` to diff ``target`` with, or None when it has no local working tree (a
+    worktree Droid removed is one). Blocking for a local worktree session (runs ``git worktree
+    list``)."""
     own = target.own
     if own is not None:
-        if own.worktree is not None and own.worktree.get("path"):
-            return own.cwd, [str(own.worktree["path"])]
+        path = own.worktree.get("path") if own.worktree is not None else None
+        if path:  # Droid removes a worktree without changes when the session closes
+            return (own.cwd, [path]) if os.path.isdir(path) else None
         return own.workspace, list(roots)
     record = target.record
     if record is None or record.cwd is None:
+        return None
+    if record.worktree_path and not os.path.isdir(record.worktree_path):
         return None
     worktree = droid_worktree(record, roots)
     return record.cwd, [worktree] if worktree is not None else list(roots)
