@@ -4,10 +4,10 @@ and settings"; ``WAVE2.md`` §3.1 item 12 and §7.3).
 =======================  ======================  ==========================  ===============
 setting                  new session / fork      own send / local resume     REST send
 =======================  ======================  ==========================  ===============
-model, efforts,          at open                 before the prompt           ignored (named)
-specModel, useSpec,
+model, efforts,          at open                 before the prompt           ``updateSession``
+specModel, useSpec,                                                          (applied)
 tool lists
-autonomy                 at open                 before the prompt           ignored (named)
+autonomy                 at open                 before the prompt           ``updateSession``
 tags (+ ``droid-mcp``)   at open                 added before the prompt     ignored (named)
                                                  (no ``droid-mcp`` on resume)
 worktree                 Droid makes it (new     ignored (named)             ignored (named)
@@ -18,7 +18,8 @@ mission, worker*,        refused: droid-sdk 0.5.0 rejects mission mode (``WAVE2.
 validator*
 =======================  ======================  ==========================  ===============
 
-``useSpec: false`` and ``mission: false`` do nothing, as the contract says.
+``useSpec: false`` and ``mission: false`` do nothing, as the contract says; a send names them in
+``ignored``.
 """
 
 from __future__ import annotations

@@ -74,6 +74,8 @@ class StartResult(_Shape):
     nextSeq: int
     cwd: str
     replayed: bool
+    worktree: dict[str, str | None] | None = None
+    """``{path, branch}`` of the git worktree Droid made for the session (``worktree``)."""
 
 
 class SendResult(_Shape):
