@@ -104,7 +104,13 @@ class RecordingSink:
         self.spawned_pids.append(agent_pid)
         self.calls.append(("spawned", None, agent_pid))
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
+    def session(
+        self,
+        agent_session_id: str,
+        settings: Mapping[str, Any],
+        *,
+        worktree: Mapping[str, str | None] | None = None,
+    ) -> None:
         self.sessions.append((agent_session_id, dict(settings)))
         self.calls.append(("session", None, agent_session_id))
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import anyio
 from pydantic import ValidationError
 
-from baton.config import Config, config_problems, droid_mcp_fallbacks, load_config
+from baton import config_env
+from baton.config import Config, config_problems, load_config
 from baton.engine.engine import Engine
 from baton.errors import ConfigError, StateError, errors_within
 from baton.runtime import runtime_dir
@@ -104,8 +105,11 @@ def _daemon_command(args: argparse.Namespace) -> int:
         return bridge_main(args.surface, args.config, start=not args.no_start)
     os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
     try:
-        # approvals and dashboard-url talk to a running daemon: they start no agent.
-        config = load_config(args.config, need_droid=args.command == "daemon")
+        # approvals and dashboard-url talk to a running daemon: they start no agent. The
+        # daemon serves droid-mcp too, so the contract's variables are its fallbacks as well.
+        daemon = args.command == "daemon"
+        fallbacks = config_env.droid_mcp_fallbacks(os.environ) if daemon else {}
+        config = load_config(args.config, fallbacks, need_droid=daemon)
     except ConfigError as exc:
         print(f"baton: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -136,6 +140,8 @@ def _daemon_command(args: argparse.Namespace) -> int:
             return EXIT_CONFIG
     if (warning := config.exposure_warning()) is not None:
         print(f"baton: warning: {warning}", file=sys.stderr)
+    for line in config_env.ignored(config, os.environ).values():
+        print(f"baton: warning: {line}", file=sys.stderr)
     return run_daemon(config, exit_state=EXIT_STATE, exit_config=EXIT_CONFIG)
 
 
@@ -167,8 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_daemon_command(args))
     env_token = os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
     try:
-        fallbacks = droid_mcp_fallbacks(os.environ) if args.surface == "droid-mcp" else {}
-        if env_token and args.surface == "droid-mcp":
+        droid_mcp = args.surface == "droid-mcp"
+        fallbacks = config_env.droid_mcp_fallbacks(os.environ) if droid_mcp else {}
+        if env_token and droid_mcp:
             fallbacks["tokenFile"] = _env_token_file(env_token)
         config = load_config(args.config, fallbacks)
         if args.http:
@@ -183,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_CONFIG)
     if (warning := config.exposure_warning()) is not None:
         print(f"baton: warning: {warning}", file=sys.stderr)
+    for line in config_env.ignored(config, os.environ).values() if droid_mcp else ():
+        print(f"baton: warning: {line}", file=sys.stderr)
     sys.exit(serve(config, surface=args.surface))
 
 

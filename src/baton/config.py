@@ -302,41 +302,18 @@ _UNSET_DROID = "/droidPath-not-set"
 PATH lookup (and its error) comes only after every other problem has been reported."""
 
 
-def droid_mcp_fallbacks(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Config values the droid-mcp contract reads from its environment, used when the config
-    file leaves the key out (``WAVE2.md`` decision 1; ``droid-mcp.md``, "Configuration"):
-
-    - ``DROID_MCP_ROOTS`` (colon-separated absolute directories) → ``approvedDirectories``;
-    - ``DROID_MCP_MAX_AUTONOMY`` → ``maxAutonomy``; an unrecognised value means ``off``, and the
-      default autonomy is lowered to match.
-
-    ``DROID_MCP_TOKEN`` (the HTTP bearer) is read by the command line, which also removes it from
-    the process environment so no agent inherits it.
-    """
-    fallbacks: dict[str, Any] = {}
-    roots = [r for r in environ.get("DROID_MCP_ROOTS", "").split(":") if r]
-    if roots:
-        fallbacks["approvedDirectories"] = roots
-    cap = environ.get("DROID_MCP_MAX_AUTONOMY")
-    if cap is not None:
-        level = cap if cap in AUTONOMY_ORDER else "off"
-        fallbacks["maxAutonomy"] = level
-        fallbacks["defaultAutonomy"] = level
-    return fallbacks
-
-
 def load_config(
     path: str | None, fallbacks: Mapping[str, Any] | None = None, *, need_droid: bool = True
 ) -> Config:
     """Load, validate and canonicalise the host configuration.
 
-    ``fallbacks`` (e.g. :func:`droid_mcp_fallbacks`) replace embedded defaults for keys the file
-    leaves out. ``path`` None means the embedded defaults: the current directory as the only
-    approved root,
-    the platform state directory and ``droid`` from ``PATH``. Everything else is validated
-    before ``droid`` is looked up on ``PATH``, so a config error is never reported as a missing
-    Droid CLI. ``need_droid=False`` (commands that start no agent: ``baton approvals``,
-    ``baton dashboard-url``) skips the Droid checks; ``droidPath`` is then unchecked.
+    ``fallbacks`` (e.g. :func:`baton.config_env.droid_mcp_fallbacks`) replace embedded defaults
+    for keys the file leaves out. ``path`` None means the embedded defaults: the current
+    directory as the only approved root, the platform state directory and ``droid`` from
+    ``PATH``. Everything else is validated before ``droid`` is looked up on ``PATH``, so a config
+    error is never reported as a missing Droid CLI. ``need_droid=False`` (commands that start no
+    agent: ``baton approvals``, ``baton dashboard-url``) skips the Droid checks; ``droidPath`` is
+    then unchecked.
 
     Raises
     ------
