@@ -165,13 +165,19 @@ def bridge_params(
 
 @asynccontextmanager
 async def bridge(
-    site: Site, surface: str, *args: str, env: dict[str, str] | None = None, errlog: Path
+    site: Site,
+    surface: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    errlog: Path,
+    **client: Any,
 ) -> AsyncIterator[Client]:
-    """An official MCP client connected through ``baton bridge SURFACE ARGS``."""
+    """An official MCP client connected through ``baton bridge SURFACE ARGS``; ``client`` are
+    :class:`mcp.Client` options (``mode="legacy"``, ``message_handler``)."""
     params = bridge_params(site, surface, *args, env=env)
     with errlog.open("a") as err:
-        async with Client(stdio_client(params, errlog=err)) as client:
-            yield client
+        async with Client(stdio_client(params, errlog=err), **client) as connected:
+            yield connected
 
 
 async def refused_bridge(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.daemon.helpers import (
     CREATE,
@@ -23,6 +24,8 @@ from tests.e2e.baton_client import call
 from tests.git.repos import Repo
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+MODERN = "2026-07-28"
 
 
 async def test_spawnea_over_the_gateway_binds_scopes_and_gets_approved(
@@ -82,6 +85,49 @@ async def test_spawnea_over_the_gateway_binds_scopes_and_gets_approved(
                 replacement, "spawnea_get_finalization_request", {"requestId": request["id"]}
             )
             assert done["status"] == "completed"
+    finally:
+        assert daemon.terminate() == 0
+        await anyio.run_process(["tmux", "-S", str(tmux_socket(site)), "kill-server"], check=False)
+
+
+async def test_a_bootstrap_connection_learns_of_its_scoped_tools_in_both_protocol_eras(
+    spawnea_site: tuple[Site, Repo], tmp_path: Path
+) -> None:
+    # A 2026-07-28 client learns of list changes only through a subscriptions/listen stream,
+    # and only listens when the discovery answer says tools.listChanged (as Claude Code does);
+    # a handshake-era client gets notifications/tools/list_changed on the connection.
+    site, _ = spawnea_site
+    err = tmp_path / "bridge.err"
+    daemon = DaemonProcess(site)
+    try:
+        daemon.wait_ready()
+        async with bridge(site, "spawnea", "--no-start", errlog=err) as modern:
+            assert modern.protocol_version == MODERN
+            caps = modern.server_capabilities
+            assert caps is not None and caps.tools is not None and caps.tools.list_changed
+            async with modern.listen(tools_list_changed=True) as changes:
+                assert changes.honored.tools_list_changed
+                await call(modern, "spawnea_create_session", CREATE)
+                with anyio.fail_after(20):
+                    event = await anext(aiter(changes))
+                assert isinstance(event, ToolsListChanged)
+            assert len((await modern.list_tools()).tools) == 13
+
+        seen: list[str] = []
+
+        async def on_message(message: object) -> None:
+            seen.append(str(getattr(message, "method", type(message).__name__)))
+
+        legacy_create = {**CREATE, "clientRequestId": "root-legacy"}
+        async with bridge(
+            site, "spawnea", "--no-start", errlog=err, mode="legacy", message_handler=on_message
+        ) as legacy:
+            assert legacy.protocol_version != MODERN
+            caps = legacy.server_capabilities
+            assert caps is not None and caps.tools is not None and caps.tools.list_changed
+            await call(legacy, "spawnea_create_session", legacy_create)
+            assert "notifications/tools/list_changed" in seen, seen
+            assert len((await legacy.list_tools()).tools) == 13
     finally:
         assert daemon.terminate() == 0
         await anyio.run_process(["tmux", "-S", str(tmux_socket(site)), "kill-server"], check=False)

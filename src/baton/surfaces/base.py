@@ -9,6 +9,12 @@ tool-error envelope. Everything else is shared, so every surface answers the sam
   widens :attr:`SurfaceServer.served_methods`; capabilities are derived from what is served, so
   nothing unserved (prompts, resources, ``subscriptions/listen``) is advertised, and every other
   method answers ``-32601`` (JSON-RPC 2.0 §5.1);
+* a surface whose tool list changes during a connection serves list changes in both protocol
+  eras: it adds ``subscriptions/listen`` to :attr:`SurfaceServer.served_methods` (2026-07-28: the
+  SDK's own listen handler and bus, and ``tools.listChanged`` in ``server/discover``, which the
+  SDK derives from that method being served), says so in
+  :meth:`SurfaceServer.notification_options` (the handshake era's ``initialize`` answer), and
+  calls :meth:`SurfaceServer.announce_tools_changed` after the change;
 * an unknown tool is a JSON-RPC ``-32602`` error, not a tool result (MCP 2025-11-25, "Tools", error
   handling: unknown tools are protocol errors);
 * tool arguments must be exactly what the input schema names: every published schema says
@@ -139,9 +145,30 @@ class SurfaceServer(MCPServer[Any], ABC):
             return self.render_error(BatonError("internal_error", INTERNAL_ERROR_MESSAGE))
 
     def notification_options(self) -> NotificationOptions | None:
-        """Change notifications this surface sends (default: none); a surface whose tool list
-        changes during a connection says so here."""
+        """Change notifications this surface sends on the handshake era (default: none); a
+        surface whose tool list changes during a connection says so here, and serves
+        ``subscriptions/listen`` for the 2026-07-28 era."""
         return None
+
+    async def announce_tools_changed(self, ctx: Context[Any, Any]) -> None:
+        """Tell the client of the request ``ctx`` belongs to that its tool list changed.
+
+        Both deliveries are made; each era's transport drops the other's: a handshake-era client
+        gets ``notifications/tools/list_changed`` on its connection, a 2026-07-28 client gets a
+        ``tools`` list-changed event on each ``subscriptions/listen`` stream it opened (MCP
+        2026-07-28, "Subscriptions"; the SDK drops bare change notifications at that era). The
+        bus is this server's own, so only this server's listeners hear it.
+
+        Raises
+        ------
+        RuntimeError
+            The surface does not serve ``subscriptions/listen``: a 2026-07-28 client would never
+            learn of the change, and the surface must not advertise that it changes.
+        """
+        if "subscriptions/listen" not in self.served_methods:
+            raise RuntimeError(f"{self.name} does not serve subscriptions/listen")
+        await ctx.session.send_tool_list_changed()
+        await ctx.notify_tools_changed()
 
     def initialization_options(self) -> InitializationOptions:
         """What the server announces at initialization, for any transport that runs it."""
