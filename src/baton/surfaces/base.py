@@ -45,8 +45,9 @@ from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import CallToolResult, InputRequiredResult, SubscriptionsListenRequestParams
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
@@ -83,8 +84,9 @@ class SurfaceServer(MCPServer[Any], ABC):
     per-request deadline is never shorter (``baton.transports.http.request_deadline_s``)."""
 
     def __init__(self, name: str, **kwargs: Any) -> None:
-        if "subscriptions/listen" not in self.served_methods:
-            kwargs["subscriptions"] = False
+        listens = "subscriptions/listen" in self.served_methods
+        bus = InMemorySubscriptionBus()
+        kwargs["subscriptions"] = bus if listens else False
         super().__init__(name, **kwargs)
         # The SDK derives the advertised capabilities from its table of request handlers and
         # registers prompt and resource handlers on every MCPServer; it has no call to remove
@@ -92,6 +94,13 @@ class SurfaceServer(MCPServer[Any], ABC):
         handlers: dict[str, Any] = self._lowlevel_server._request_handlers
         for method in [m for m in handlers if m not in self.served_methods]:
             del handlers[method]
+        # The SDK's own listen handler, registered again under a name of ours so that a stop can
+        # end its streams gracefully (MCPServer keeps the one it makes to itself).
+        self._listen = ListenHandler(bus) if listens else None
+        if self._listen is not None:
+            self._lowlevel_server.add_request_handler(
+                "subscriptions/listen", SubscriptionsListenRequestParams, self._listen
+            )
         self.middleware.append(_protocol_rules)
 
     @abstractmethod
@@ -165,10 +174,17 @@ class SurfaceServer(MCPServer[Any], ABC):
             The surface does not serve ``subscriptions/listen``: a 2026-07-28 client would never
             learn of the change, and the surface must not advertise that it changes.
         """
-        if "subscriptions/listen" not in self.served_methods:
+        if self._listen is None:
             raise RuntimeError(f"{self.name} does not serve subscriptions/listen")
         await ctx.session.send_tool_list_changed()
         await ctx.notify_tools_changed()
+
+    def end_listen_streams(self) -> None:
+        """Close every open ``subscriptions/listen`` stream gracefully (each sends its final
+        result, so its client knows to listen again); for a transport that stops. A no-op for a
+        surface that serves no listen."""
+        if self._listen is not None:
+            self._listen.close()
 
     def initialization_options(self) -> InitializationOptions:
         """What the server announces at initialization, for any transport that runs it."""
