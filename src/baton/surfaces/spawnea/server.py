@@ -163,6 +163,13 @@ async def _run(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]])
     return _ok(result)
 
 
+def _with_request_id(view: dict[str, Any]) -> dict[str, Any]:
+    """A finalization request's view with ``requestId``, the name
+    ``spawnea_get_finalization_request`` takes it by (``spawnea-control-api.md``); ``id``, the
+    same value, stays for callers that already read it."""
+    return {**view, "requestId": view["id"]} if "id" in view else view
+
+
 def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaServer:
     """A new Spawnea server for one gateway connection with ``scope``."""
     server = SpawneaServer(service, scope)
@@ -324,7 +331,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         confirmation: Literal["llm-validated"] | None = None,
     ) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: fin.request(scope, args))
+        return _ok(_with_request_id(await fin.request(scope, args)))
 
     @server.tool(
         name="spawnea_get_finalization_request",
@@ -334,7 +341,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
     )
     async def spawnea_get_finalization_request(requestId: Id) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: fin.get(scope, args))
+        return _ok(_with_request_id(await fin.get(scope, args)))
 
     @server.tool(
         name="spawnea_close_shared_child",
