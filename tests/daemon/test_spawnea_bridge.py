@@ -6,6 +6,7 @@ git."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -15,9 +16,11 @@ from mcp.shared.subscriptions import ToolsListChanged
 from tests.daemon.helpers import (
     CREATE,
     DaemonProcess,
+    MakeSpawneaSite,
     Site,
     bridge,
     refused_bridge,
+    script,
     tmux_socket,
 )
 from tests.e2e.baton_client import call
@@ -131,3 +134,49 @@ async def test_a_bootstrap_connection_learns_of_its_scoped_tools_in_both_protoco
     finally:
         assert daemon.terminate() == 0
         await anyio.run_process(["tmux", "-S", str(tmux_socket(site)), "kill-server"], check=False)
+
+
+async def test_a_generic_harness_interrupts_with_its_keys_and_exits_with_its_command(
+    make_spawnea_site: MakeSpawneaSite, tmp_path: Path
+) -> None:
+    # interruptKeys and exitCommand of a catalogue entry reach the tmux harness: closing a
+    # working child presses Escape (not the default C-c) and types /quit (not a kill).
+    tui_log = tmp_path / "tui.log"
+    site, _ = make_spawnea_site(
+        harness_env={"FAKE_TUI_LOG": str(tui_log)},
+        harness={"interruptKeys": ["Escape"], "exitCommand": "/quit"},
+    )
+    err = tmp_path / "bridge.err"
+    daemon = DaemonProcess(site)
+    try:
+        daemon.wait_ready()
+        async with bridge(site, "spawnea", "--no-start", errlog=err) as client:
+            await call(client, "spawnea_create_session", CREATE)
+            child = await call(
+                client,
+                "spawnea_create_child_session",
+                {
+                    "name": "Busy",
+                    "clientRequestId": "busy-1",
+                    "initialPrompt": script({"text": "x" * 40, "chunks": 40, "delayMs": 500}),
+                },
+            )
+            assert child["promptStatus"] == "working"
+            closed = await call(
+                client,
+                "spawnea_close_shared_child",
+                {"sessionId": child["sessionId"], "force": True},
+            )
+            assert closed["removed"] is True
+            sessions = await anyio.run_process(
+                ["tmux", "-S", str(tmux_socket(site)), "list-sessions", "-F", "#{session_name}"]
+            )
+            assert child["session"]["tmuxSessionName"] not in sessions.stdout.decode().split()
+    finally:
+        assert daemon.terminate() == 0
+        await anyio.run_process(["tmux", "-S", str(tmux_socket(site)), "kill-server"], check=False)
+    events = [json.loads(line) for line in tui_log.read_text().splitlines() if line]
+    interrupts = [e for e in events if e["event"] == "interrupt"]
+    assert interrupts and {e["key"] for e in interrupts} == {"Escape"}, events
+    submitted = [e["text"] for e in events if e["event"] == "submit"]
+    assert submitted[-1] == "/quit" and events[-1]["event"] == "exit", events

@@ -32,6 +32,15 @@ from baton.harnesses.tmux import check_attachment, session_name
 
 log = logging.getLogger(__name__)
 
+GENERIC_OPTIONS = (
+    "readyPattern",
+    "idlePattern",
+    "needsInputPattern",
+    "interruptKeys",
+    "exitCommand",
+)
+"""Catalogue keys of a ``generic`` harness passed to its tmux options under the same name."""
+
 
 class Creation(ServiceBase):
     """Roots and children, and their re-adoption after a restart."""
@@ -243,7 +252,7 @@ class Creation(ServiceBase):
         if harness.agentHome:
             options["agentHome"] = harness.agentHome
         if harness.kind == "generic":
-            for key in ("readyPattern", "idlePattern", "needsInputPattern"):
+            for key in GENERIC_OPTIONS:
                 if getattr(harness, key):
                     options[key] = getattr(harness, key)
         return options
