@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from baton.errors import ConfigError
+from baton.harnesses.keys import ExitCommand, KeyName
 
 Autonomy = Literal["off", "low", "medium", "high"]
 ReasoningEffort = Literal[
@@ -141,7 +142,19 @@ class SpawneaHarness(BaseModel):
     """``generic`` only: a regular expression matched on the screen when a turn is over."""
     needsInputPattern: str | None = None
     """``generic`` only: a regular expression matched on the screen when the program asks."""
+    interruptKeys: list[KeyName] | None = Field(default=None, min_length=1, max_length=8)
+    """``generic`` only: tmux key names pressed to interrupt a turn (default ``["C-c"]``)."""
+    exitCommand: ExitCommand | None = None
+    """``generic`` only: a line typed (then Enter) at close to make the program exit; without
+    it, or if the program is still running after the close grace, its tmux session is killed."""
     enabled: bool = True
+
+    @model_validator(mode="after")
+    def _generic_only(self) -> SpawneaHarness:
+        given = [k for k in ("interruptKeys", "exitCommand") if getattr(self, k) is not None]
+        if given and self.kind != "generic":
+            raise ValueError(f"{', '.join(given)}: only for kind 'generic'")
+        return self
 
 
 class SpawneaConfig(BaseModel):

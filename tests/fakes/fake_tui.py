@@ -19,7 +19,7 @@ prompt (a slow start). Without a script the answer is
 
 Every input event is appended to ``$FAKE_TUI_LOG`` (JSON lines with ``time.monotonic()`` in
 ``t``): ``paste`` (with the exact text), ``enter`` (``swallowed``), ``submit`` (the line),
-``interrupt``, ``answer``, ``exit``.
+``interrupt`` (with the ``key``: ``Escape`` or ``C-c``), ``answer``, ``exit``.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def answer(term: Terminal, line: str) -> None:
                 for kind, value in term.events(None):
                     if kind == "interrupt":
                         term.out("\ninterrupted\n")
-                        term.log("interrupt")
+                        term.log("interrupt", key=value)
                         return
                     if kind == "char" and value in "yn":
                         choice = value
@@ -141,9 +141,10 @@ def answer(term: Terminal, line: str) -> None:
             if index and delay:
                 deadline = time.monotonic() + delay
                 while (left := deadline - time.monotonic()) > 0:
-                    if any(kind == "interrupt" for kind, _ in term.events(left)):
+                    keys = [value for kind, value in term.events(left) if kind == "interrupt"]
+                    if keys:
                         term.out("\ninterrupted\n")
-                        term.log("interrupt")
+                        term.log("interrupt", key=keys[0])
                         return
             term.out(text[index : index + size])
         term.out("\n")

@@ -23,7 +23,7 @@ from baton.engine.spawnea.base import (
     _required,
     _text,
 )
-from baton.engine.spawnea.catalog import API_VERSION
+from baton.engine.spawnea.catalog import API_VERSION, GENERIC_OPTIONS
 from baton.engine.spawnea.hosted import HostedSession
 from baton.engine.spawnea.scope import Scope
 from baton.errors import BatonError
@@ -250,7 +250,7 @@ class Creation(ServiceBase):
         if harness.agentHome:
             options["agentHome"] = harness.agentHome
         if harness.kind == "generic":
-            for key in ("readyPattern", "idlePattern", "needsInputPattern"):
+            for key in GENERIC_OPTIONS:
                 if getattr(harness, key):
                     options[key] = getattr(harness, key)
         return options

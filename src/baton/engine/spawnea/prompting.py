@@ -138,16 +138,18 @@ class Prompting(ServiceBase):
             raise BatonError("invalid_argument", "outputMode must be compact or raw")
         if wait_ms and turn.version <= after:
             await turn.wait_newer(after, wait_ms / 1000)
-        offset, expired = turn.raw_start, False
+        offset, place, expired = turn.raw_start, None, False
         cursor_text = args.get("cursor")
         if isinstance(cursor_text, str) and cursor_text:
             cursor = Cursor.decode(cursor_text)
             if cursor is None or cursor.epoch != self.turns.epoch or cursor.turn_id != turn.turn_id:
                 expired = True
             else:
-                offset = cursor.raw_offset
+                offset, place = cursor.raw_offset, cursor.compact
         hosted = self.hosted.get(turn.session_key)
         compact = await extracted(hosted, turn) if mode == "compact" else None
-        answer = turn_output(hosted, turn, mode, offset, max_bytes, expired, compact)
-        answer["cursor"] = Cursor(self.turns.epoch, turn.turn_id, answer.pop("_next")).encode()
+        answer = turn_output(hosted, turn, mode, offset, max_bytes, expired, compact, place)
+        answer["cursor"] = Cursor(
+            self.turns.epoch, turn.turn_id, answer.pop("_next"), answer.pop("_compact")
+        ).encode()
         return answer
