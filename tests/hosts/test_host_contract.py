@@ -148,9 +148,10 @@ async def test_write_file_is_atomic_with_exact_mode(any_host: Host, place: str) 
         assert info.st_uid == int((await any_host.run(["id", "-u"])).out)
     assert sorted(os.listdir(place)) == ["settings.json"]  # no temporary file left
     assert await any_host.read_file(path) == b"second version"
-    await any_host.write_file(path, b"x", mode=0o755)  # wider than a typical umask allows
-    assert (await any_host.stat(path)) is not None
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o755
+    await any_host.write_file(
+        path, b"x", mode=0o620
+    )  # group-writable: the umask (022) would clear it
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o620
 
 
 async def test_read_file_offset_and_bounds(any_host: Host, place: str) -> None:
@@ -246,3 +247,23 @@ async def test_git_worktrees_through_the_seam(any_host: Host, place: str) -> Non
     assert await git("rev-parse", "HEAD", cwd=tree) == head
     dot_git = await any_host.read_file(f"{tree}/.git")
     assert dot_git.startswith(b"gitdir: ") and b"/.git/worktrees/" in dot_git
+
+
+async def test_environment_values_never_appear_in_any_command_line(any_host: Host) -> None:
+    """Secrets travel in ``env``: no process on the host (the remote login shell included)
+    shows them in its argv, which every user of the host can read in ``ps``."""
+    secret = f"dummy-secret-{uuid.uuid4().hex}"
+    task = asyncio.create_task(
+        any_host.run(
+            ["sh", "-c", 'sleep 1; printf "%s" "$BATON_TOKEN"'], env={"BATON_TOKEN": secret}
+        )
+    )
+    seen: list[str] = []
+    while not task.done():
+        for proc in psutil.process_iter(["cmdline"]):
+            line = " ".join(proc.info["cmdline"] or [])
+            if secret in line:
+                seen.append(line)
+        await asyncio.sleep(0.02)
+    assert (await task).out == secret
+    assert seen == []

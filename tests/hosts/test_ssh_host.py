@@ -241,6 +241,14 @@ async def test_host_loss_fails_calls_by_id_then_the_same_host_reconnects(
     again = await ssh_host.run([*remote_tmux, "display-message", "-p", "-t", "survivor",
                                 "#{pane_pid}"])  # fmt: skip
     assert again.out == pid  # the same pane, the same process: nothing was relaunched
+    # Cut off again, and this time no call at all: the host comes back on its own.
+    sshd.stop()
+    try:
+        await _wait_status(ssh_host, "reconnecting")
+    finally:
+        sshd.start()
+    await _wait_status(ssh_host, "connected")
+    assert ssh_host.state.connections == 3
 
 
 async def test_a_host_down_at_first_use_is_tried_again_by_a_later_call(
