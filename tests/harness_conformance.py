@@ -381,7 +381,8 @@ async def check_close_during_turn_ends_it(target: ConformanceTarget, directory: 
 
 
 async def check_open_failure_leaves_nothing(target: ConformanceTarget, directory: Path) -> None:
-    """A spec that cannot start raises HarnessError with a reason, and leaves no process."""
+    """A spec that cannot start raises HarnessError with a reason, and leaves no process once
+    its ``clean_up`` ran."""
     if target.broken_spec is None:
         pytest.skip(f"{target.name} has no broken spec")
     sink = RecordingSink()
@@ -390,6 +391,7 @@ async def check_open_failure_leaves_nothing(target: ConformanceTarget, directory
         await target.harness().open(target.broken_spec(directory), sink, DecliningPolicy())
     except HarnessError as exc:
         assert exc.reason, "HarnessError without a reason"
+        await exc.clean_up()  # what the failed open started, stopped once the failure is known
     else:
         raise AssertionError("open() of a broken spec did not raise HarnessError")
     await _assert_gone(_processes(sink))

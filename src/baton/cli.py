@@ -79,7 +79,13 @@ def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     reject.add_argument("id")
     reject.add_argument("reason", nargs="?")
     reject.add_argument("--json", action="store_true", help="print JSON")
-    for action in (listing, approve, reject):  # --config before or after the action
+    finalize = actions.add_parser(
+        "finalize", help="finalize a Spawnea root's worktree now (removes the root)"
+    )
+    finalize.add_argument("id", help="the root's session id")
+    finalize.add_argument("how", choices=["integrate", "stash", "discard"])
+    finalize.add_argument("--json", action="store_true", help="print JSON")
+    for action in (listing, approve, reject, finalize):  # --config before or after the action
         action.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
     dashboard_url = sub.add_parser(
         "dashboard-url", help="print a fresh one-time login URL of the daemon's web dashboard"
@@ -111,6 +117,7 @@ def _daemon_command(args: argparse.Namespace) -> int:
             args.approvals_command,
             getattr(args, "id", None),
             getattr(args, "reason", None),
+            how=getattr(args, "how", None),
             show_all=getattr(args, "all", False),
             as_json=args.json,
         )

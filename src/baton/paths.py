@@ -55,3 +55,11 @@ def still_approved(workspace: str, roots: Iterable[str]) -> str | None:
     if approved and not any(is_within(real, root) for root in approved):
         return f"the workspace {workspace!r} is outside the approved roots"
     return None
+
+
+def managed_worktrees(state_directory: str) -> str:
+    """Where Baton makes the managed git worktrees of its sessions: canonical
+    ``<stateDirectory>/worktrees``. They lie outside the approved roots (Baton made them, from
+    an approved project), and are inside what Baton manages: reads that are limited to the
+    approved roots (the dashboard's diff) accept this directory too."""
+    return os.path.join(os.path.realpath(state_directory), "worktrees")

@@ -24,6 +24,11 @@ from tests.git.repos import Repo
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
+#: A root working in the project's checkout (on main): its worktree children integrate into
+#: main. (A root in a worktree of its own is their parent branch instead: see
+#: test_spawnea_lifecycle.py.)
+IN_CHECKOUT = {**CREATE, "useWorktree": False}
+
 
 async def test_spawnea_over_the_gateway_binds_scopes_and_gets_approved(
     spawnea_site: tuple[Site, Repo], tmp_path: Path
@@ -38,7 +43,7 @@ async def test_spawnea_over_the_gateway_binds_scopes_and_gets_approved(
             assert names == {"spawnea_get_state", "spawnea_create_session"}
             state = await call(client, "spawnea_get_state")
             assert state["mode"] == "bootstrap" and [p["id"] for p in state["projects"]] == ["proj"]
-            created = await call(client, "spawnea_create_session", CREATE)
+            created = await call(client, "spawnea_create_session", IN_CHECKOUT)
             root = created["rootSessionId"]
             assert len((await client.list_tools()).tools) == 13  # bound on this connection
             child = await call(
@@ -76,7 +81,7 @@ async def test_spawnea_over_the_gateway_binds_scopes_and_gets_approved(
         assert "  completed  " in approved.stdout
         assert project.git("show", "main:landed.txt") == "from the child"
         async with bridge(site, "spawnea", "--no-start", errlog=err) as replacement:
-            replayed = await call(replacement, "spawnea_create_session", CREATE)
+            replayed = await call(replacement, "spawnea_create_session", IN_CHECKOUT)
             assert replayed["replayed"] is True and replayed["rootSessionId"] == root
             done = await call(
                 replacement, "spawnea_get_finalization_request", {"requestId": request["id"]}

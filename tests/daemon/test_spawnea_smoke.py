@@ -425,6 +425,7 @@ async def test_discard_waits_for_the_operator_and_a_validated_stash_closes_at_on
             assert pending["status"] == "pending" and pending["mode"] == "ui-confirmation"
             listed = await smoke.approvals("list")
             assert listed.stdout.startswith(f"{pending['id']}  close (discard)  session {child_id}")
+            assert "would destroy: 1 untracked file (scratch.txt)" in listed.stdout
             # Nothing moved while the decision waits: git and the child's pane as they were.
             assert snapshot(smoke.project) == project_before and snapshot(tree) == tree_before
             assert tmux_name in await smoke.tmux_sessions()
@@ -450,9 +451,10 @@ async def test_discard_waits_for_the_operator_and_a_validated_stash_closes_at_on
         waiting = await smoke.approvals("list")
         assert waiting.stdout.strip() == "no finalization requests are waiting"
         assert not tree.path.exists() and tmux_name not in await smoke.tmux_sessions()
-        stashed = smoke.project.git("stash", "show", "--include-untracked", "--name-only")
+        pin = closed["stash"]["pinRef"]
+        stashed = smoke.project.git("stash", "show", "--include-untracked", "--name-only", pin)
         assert "scratch.txt" in stashed.split()
-        assert smoke.project.git("rev-parse", "stash@{0}") == closed["stash"]["sha"]
+        assert smoke.project.git("rev-parse", pin) == closed["stash"]["sha"]
         assert child_id not in ids(await call(client, "spawnea_list_sessions"))
         queried = await call(client, "spawnea_get_finalization_request", {"requestId": stash["id"]})
         assert queried["status"] == "completed"

@@ -12,7 +12,9 @@ real agent TUIs do) and shows the prompt ``fake> ``. Input:
 A submitted line is answered by the ``FAKE-SCRIPT: {"steps": [...]}`` it contains
 (:mod:`tests.fakes.model_server` syntax): a ``text`` step prints its text in ``chunks`` pieces
 ``delayMs`` apart, with a ``⠋ working (esc to interrupt)`` line meanwhile; an ``ask`` step prints
-``<question> [y/n]`` and waits for ``y`` or ``n``. Without a script the answer is
+``<question> [y/n]`` and waits for ``y`` or ``n``; an ``exit`` step ends the program (its value
+is the exit status) in the middle of the answer. ``$FAKE_TUI_READY_DELAY_MS`` delays the first
+prompt (a slow start). Without a script the answer is
 ``ok: <n> chars``.
 
 Every input event is appended to ``$FAKE_TUI_LOG`` (JSON lines with ``time.monotonic()`` in
@@ -112,6 +114,9 @@ def answer(term: Terminal, line: str) -> None:
         term.log("answer", text=f"ok: {len(line)} chars")
         return
     for step in steps:
+        if "exit" in step:  # the program dies in the middle of its answer
+            term.log("exit")
+            raise SystemExit(int(step["exit"]))
         if "ask" in step:
             term.out(f"{step['ask']} [y/n] ")
             choice = ""
@@ -147,6 +152,8 @@ def answer(term: Terminal, line: str) -> None:
 
 def main() -> int:
     term = Terminal()
+    # A slow start (``$FAKE_TUI_READY_DELAY_MS``): the prompt appears only after it.
+    time.sleep(int(os.environ.get("FAKE_TUI_READY_DELAY_MS", "0")) / 1000)
     saved = termios.tcgetattr(0)
     tty.setraw(0)
     try:

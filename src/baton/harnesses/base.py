@@ -24,8 +24,7 @@ Outcomes are a closed union of frozen values (:data:`TurnOutcome`), after ``droi
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeAlias
 
@@ -316,7 +315,8 @@ class Harness(Protocol):
         ------
         HarnessError
             If the agent cannot be started or does not complete setup (the message says why;
-            nothing was submitted).
+            nothing was submitted). What is still stopping is the error's
+            :meth:`~HarnessError.clean_up`, for the caller to await once it recorded the failure.
         asyncio.CancelledError
             If cancelled while opening; anything started is stopped first.
         """
@@ -328,75 +328,28 @@ class Harness(Protocol):
 
 
 class HarnessError(Exception):
-    """Opening a session failed before anything was submitted; ``reason`` is a stable code."""
+    """Opening a session failed before anything was submitted; ``reason`` is a stable code.
 
-    def __init__(self, reason: str, message: str) -> None:
+    ``cleanup``, when set, stops what the failed open started (a Droid process that never
+    answered its setup): the caller records the failure first and then awaits :meth:`clean_up`,
+    because terminal results are persisted before cleanup (``controller.md``, "Same-host
+    durability and cleanup"); stopping an agent takes up to its kill grace.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        cleanup: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.cleanup = cleanup
 
-
-async def run_one_turn(
-    harness: Harness,
-    spec: SessionSpec,
-    turn: TurnInput,
-    sink: SessionSink,
-    prompts: PromptPolicy,
-    cancel: asyncio.Event,
-) -> TurnOutcome:
-    """The controller's one-turn-per-process path, composed from the session operations.
-
-    Opens, submits ``turn`` and closes. A ``cancel`` before submission submits nothing and ends
-    ``cancelled``; after it, interrupts and lets :meth:`AgentSession.submit` report the end.
-    Reports the outcome with ``sink.terminal`` exactly once (also when opening fails).
-    """
-    opening = asyncio.ensure_future(harness.open(spec, sink, prompts))
-    if await _first(opening, cancel) == "cancel":
-        opening.cancel()
-        session = await _settled(opening)
-        if session is not None:
-            await session.close()
-        outcome: TurnOutcome = Interrupted(
-            state="cancelled",
-            reason="cancelled",
-            message="cancelled during setup; no prompt was submitted",
-            submitted=False,
-            agent_terminal=False,
-        )
-        sink.terminal(turn.turn_id, outcome)
-        return outcome
-    try:
-        session = opening.result()
-    except HarnessError as exc:
-        outcome = Failed(reason=exc.reason, message=exc.message)
-        sink.terminal(turn.turn_id, outcome)
-        return outcome
-    try:
-        submitting = asyncio.ensure_future(session.submit(turn, sink))
-        if await _first(submitting, cancel) == "cancel":
-            await session.interrupt()
-        return await submitting
-    finally:
-        await session.close()
-
-
-async def _first(task: asyncio.Future[Any], cancel: asyncio.Event) -> Literal["task", "cancel"]:
-    """Wait for ``task`` or ``cancel``, whichever comes first (``task`` wins a tie)."""
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    return "task" if task.done() else "cancel"
-
-
-async def _settled(task: asyncio.Future[AgentSession]) -> AgentSession | None:
-    """The result of a cancelled open, if it finished anyway; its failure is not ours to raise."""
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
-            raise
-        return None
-    except HarnessError:
-        return None
+    async def clean_up(self) -> None:
+        """Run :attr:`cleanup` once (nothing if there is none or it already ran)."""
+        cleanup, self.cleanup = self.cleanup, None
+        if cleanup is not None:
+            await cleanup()

@@ -107,7 +107,8 @@ def read_head(path: str) -> tuple[Json | None, str | None]:
     newline = data.find(b"\n")
     first = data if newline < 0 else data[:newline]
     try:
-        header = json.loads(first)
+        # Bytes that are not UTF-8 become U+FFFD (a title with one bad byte keeps its session).
+        header = json.loads(first.decode("utf-8", "replace"))
     except ValueError:
         return None, None
     if not isinstance(header, dict) or header.get("type") != "session_start":

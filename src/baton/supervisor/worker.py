@@ -38,9 +38,9 @@ from baton.harnesses.base import (
     PromptRequest,
     ScreenState,
     TurnOutcome,
-    run_one_turn,
 )
 from baton.harnesses.bounded import TAIL_LIMIT
+from baton.harnesses.one_turn import run_one_turn
 from baton.harnesses.prompts import AskPolicy, AutoPolicy
 from baton.harnesses.registry import build_harness, preload
 from baton.paging import tail
@@ -296,7 +296,10 @@ async def _end_session(
     if session is None:
         opening.cancel()
         await settle(opening)
-        if not opening.cancelled() and opening.exception() is None:
+        failure = None if opening.cancelled() else opening.exception()
+        if isinstance(failure, HarnessError):
+            await failure.clean_up()  # its OpenFailed report went out first
+        elif failure is None and not opening.cancelled():
             session = opening.result()  # an open that finished anyway is closed below
     if session is None:
         return

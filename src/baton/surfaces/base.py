@@ -19,7 +19,10 @@ tool-error envelope. Everything else is shared, so every surface answers the sam
   anywhere else; over stdio such a line is no longer dropped before dispatch
   (:func:`lenient_lines`);
 * an unexpected exception inside a tool is the surface's ``internal_error`` with a generic message,
-  and inside any other handler the JSON-RPC ``-32603``; the traceback goes to the log only.
+  and inside any other handler the JSON-RPC ``-32603``; the traceback goes to the log only;
+* every tool result, answer or error, is built by :func:`tool_result`, which makes each string in
+  it safe to print (:func:`baton.text.terminal_safe`): agent text never reaches a caller's
+  terminal with its control sequences.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import json
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
 
 import mcp_types
@@ -40,11 +43,12 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from baton.errors import BatonError
+from baton.text import terminal_safe_json
 from baton.transports.stdio import lenient_lines
 
 log = logging.getLogger(__name__)
@@ -190,6 +194,28 @@ async def _protocol_rules(
         # not a JSON-RPC code, and -32603 on 2026-07-28; answer -32603 on both.
         log.exception("handler for %s failed unexpectedly", ctx.method)
         raise MCPError(code=mcp_types.INTERNAL_ERROR, message="Internal error") from None
+
+
+def tool_result(
+    payload: Mapping[str, Any], *, is_error: bool = False, verbatim: Collection[str] = ()
+) -> CallToolResult:
+    """A tool's answer (or, with ``is_error``, its error envelope): ``payload`` as JSON text content
+    and as ``structuredContent``, every string made safe to print
+    (:func:`baton.text.terminal_safe_json`) except the top-level fields named in ``verbatim``.
+
+    Every surface builds its results here, so the rule holds for every tool the same way. The one
+    exemption is Spawnea's ``raw`` turn output, which its contract returns "without filtering".
+    Text a tool pages is made safe before it is paged (offsets count the returned text), so this
+    pass leaves it as it is.
+    """
+    safe = {
+        key: value if key in verbatim else terminal_safe_json(value)
+        for key, value in payload.items()
+    }
+    text = json.dumps(safe, ensure_ascii=False)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=safe, is_error=is_error
+    )
 
 
 def _check_arguments(tool: str, arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ from baton.harnesses.droid_settings import (
 )
 from baton.harnesses.droid_transcript import TranscriptReader
 from baton.paging import clip, page_utf8
+from baton.text import terminal_safe, terminal_safe_json
 from baton.workspace_diff import workspace_diff
 
 if TYPE_CHECKING:
@@ -258,7 +259,8 @@ class DroidMcpReads:
     async def result(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The last finished turn's text and/or the diff against ``HEAD``, paged by bytes:
         ``{sessionId, source, text?, diff?, offset, nextOffset, totalBytes, textBytes,
-        diffBytes, diffTruncated?, turn?}``. ``offset`` runs over the text, then the diff."""
+        diffBytes, diffTruncated?, turn?}``. ``offset`` runs over the text, then the diff, both
+        as returned: safe to print (:func:`baton.text.terminal_safe`)."""
         target = self.service.target(args.get("session"))
         include = args.get("include") or ["text", "diff"]
         if not isinstance(include, list) or not include or not set(include) <= {"text", "diff"}:
@@ -272,7 +274,11 @@ class DroidMcpReads:
             diff = await asyncio.to_thread(workspace_diff, cwd, roots)
             diff_text = diff.text
             diff_meta = {"diffState": diff.state, "diffTruncated": diff.truncated}
-        parts = [("text", text if "text" in include else ""), ("diff", diff_text)]
+        # Made safe to print before paging: offsets and byte counts are those of the text returned.
+        parts = [
+            ("text", terminal_safe(text) if "text" in include else ""),
+            ("diff", terminal_safe(diff_text)),
+        ]
         answer: dict[str, Any] = {"sessionId": target.session_id, "source": source, "turn": turn}
         answer.update(_page_parts(parts, offset, max_bytes))
         answer.update(diff_meta)
@@ -355,7 +361,10 @@ def _size(value: Any) -> int:
 
 def _fit(answer: dict[str, Any], seq_key: str | None) -> dict[str, Any]:
     """Keep an answer to about 8 KB by ending its event list early (``truncated``); for own
-    sessions ``nextSeq`` then points at the last event kept, so nothing is lost."""
+    sessions ``nextSeq`` then points at the last event kept, so nothing is lost. The answer is
+    made safe to print first (:func:`baton.text.terminal_safe_json`), so the bound is taken on
+    the text returned."""
+    answer = terminal_safe_json(answer)
     events: list[dict[str, Any]] = answer["events"]
     while len(events) > 1 and _size(answer) > ANSWER_BUDGET:
         events.pop()

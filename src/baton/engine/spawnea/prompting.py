@@ -54,7 +54,13 @@ class Prompting(ServiceBase):
     async def _deliver(self, session_key: str, prompt: str) -> dict[str, Any]:
         hosted = self.hosted.get(session_key)
         if hosted is None or hosted.status in ("exited", "closed"):
-            raise BatonError("not_found", "the session is not running")
+            ended = ((self.rows.get(session_key) or {}).get("settings") or {}).get("ended") or {}
+            why = f" ({ended['message']})" if ended.get("message") else ""
+            raise BatonError(
+                "conflict",
+                f"the session's agent is no longer running{why}; it takes no prompts, but its "
+                "turns stay readable and its worktree can still be inspected and finalized",
+            )
         if hosted.status == "starting":
             try:
                 await asyncio.wait_for(
@@ -121,7 +127,7 @@ class Prompting(ServiceBase):
         turn = self.turns.by_id.get(turn_id) if isinstance(turn_id, str) else None
         if turn is None:
             raise BatonError("not_found", "unknown turn (turns do not survive a daemon restart)")
-        session = self._in_scope(scope, turn.session_key, for_prompt=False)
+        session = self._turn_owner(scope, turn.session_key)
         if session == scope.root and not scope.may_prompt_root():
             raise BatonError("forbidden", "this connection reads the turns of its children only")
         wait_ms = _int(args, "waitMs", 0, 0, WAIT_MAX_MS)

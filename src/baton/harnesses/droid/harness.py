@@ -96,7 +96,8 @@ class DroidHarness:
             ``workspace_moved`` (the workspace no longer resolves inside the roots),
             ``spawn_failed``, ``process_exit``, ``setup_failed`` (no answer within
             ``spec.setup_timeout_s`` or a protocol error), ``settings_mismatch``, or a reply
-            channel reason (:mod:`baton.harnesses.droid.puck`). Nothing was submitted.
+            channel reason (:mod:`baton.harnesses.droid.puck`). Nothing was submitted; the
+            Droid process is stopped by the error's :meth:`~HarnessError.clean_up`.
         """
         options = DroidOptions.parse(spec.options)
         moved = still_approved(spec.workspace, options.roots)
@@ -109,6 +110,10 @@ class DroidHarness:
         )
         try:
             await session.start()
+        except HarnessError as exc:
+            # Stopping Droid takes up to its kill grace: the caller records the failure first.
+            exc.cleanup = session.close
+            raise
         except BaseException:
             await session.close()
             raise

@@ -158,7 +158,8 @@ class JsonlTail:
         for raw in data[:end].split(b"\n")[:-1]:
             self._line += 1
             try:
-                value = json.loads(raw)
+                # Bytes that are not UTF-8 become U+FFFD: the record still counts.
+                value = json.loads(raw.decode("utf-8", "replace"))
             except ValueError:
                 continue
             if isinstance(value, dict):

@@ -11,14 +11,13 @@ contract's codes ``not_found``, ``invalid_request``, ``conflict``, ``operation_f
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ClassVar, Literal
 
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver.context import Context
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from pydantic import Field
 
@@ -27,7 +26,7 @@ from baton.engine.spawnea.catalog import API_VERSION
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
 from baton.errors import BatonError
-from baton.surfaces.base import SurfaceServer
+from baton.surfaces.base import SurfaceServer, tool_result
 
 BOOTSTRAP_TOOLS = frozenset({"spawnea_get_state", "spawnea_create_session"})
 #: Codes of the contract's error envelope, from Baton's neutral codes.
@@ -80,11 +79,7 @@ class SpawneaServer(SurfaceServer):
     def render_error(self, error: BatonError) -> CallToolResult:
         code = _CODES.get(error.code, "invalid_request")
         payload = {"apiVersion": API_VERSION, "error": {"code": code, "message": error.message}}
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-            structured_content=payload,
-            is_error=True,
-        )
+        return tool_result(payload, is_error=True)
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
@@ -144,16 +139,16 @@ class SpawneaServer(SurfaceServer):
         del calls[:-CONTEXT_KEPT]
 
 
-def _ok(payload: dict[str, Any]) -> CallToolResult:
-    text = json.dumps(payload, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
-
-
-async def _run(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]) -> CallToolResult:
+async def _run(
+    action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]],
+    verbatim: tuple[str, ...] = (),
+) -> CallToolResult:
+    """The tool's answer, safe to print except the fields in ``verbatim``
+    (:func:`~baton.surfaces.base.tool_result`)."""
     result = action()
     if not isinstance(result, dict):
         result = await result
-    return _ok(result)
+    return tool_result(result, verbatim=verbatim)
 
 
 def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaServer:
@@ -257,7 +252,10 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         maxBytes: Annotated[int, Field(ge=1, le=131_072)] = 32_768,
     ) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: service.get_turn(scope, args))
+        # raw is the captured terminal output "without filtering" (spawnea-control-api.md,
+        # spawnea_get_turn): the one field of any tool result that is not made safe to print.
+        raw = ("output",) if outputMode == "raw" else ()
+        return await _run(lambda: service.get_turn(scope, args), raw)
 
     @server.tool(
         name="spawnea_rename_session",
