@@ -13,11 +13,10 @@ import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -27,21 +26,19 @@ from pydantic import (
 
 from baton.errors import ConfigError
 from baton.harnesses.keys import ExitCommand, KeyName
+from baton.hosts.config import (
+    LOCAL_HOST_ID,
+    HostEntry,
+    check_host_references,
+    check_hosts_at_startup,
+)
+from baton.paths import AbsolutePath
 
 Autonomy = Literal["off", "low", "medium", "high"]
 ReasoningEffort = Literal[
     "off", "none", "dynamic", "minimal", "low", "medium", "high", "xhigh", "max"
 ]
 AUTONOMY_ORDER: dict[str, int] = {"off": 0, "low": 1, "medium": 2, "high": 3}
-
-
-def _absolute(value: str) -> str:
-    if not os.path.isabs(value):
-        raise ValueError(f"must be an absolute path (got {value!r}; '~' is not expanded)")
-    return value
-
-
-AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 
 
 class PuckConfig(BaseModel):
@@ -112,10 +109,13 @@ class SpawneaProject(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     """Display name."""
     path: AbsolutePath
-    """The project's primary checkout (a git repository for managed worktrees); must lie
-    inside an approved root."""
+    """The project's primary checkout (a git repository for managed worktrees), on the
+    project's host: on ``local`` it must lie inside an approved root; elsewhere it must be
+    normalised (it is checked on that host when it is used)."""
     baseBranch: str | None = None
     """Default base branch of managed worktrees (else the checkout's current branch)."""
+    hostId: str = LOCAL_HOST_ID
+    """The host the checkout is on: ``local`` or a :attr:`SpawneaConfig.hosts` id."""
     enabled: bool = True
     """Disabled projects are neither offered nor accepted."""
 
@@ -147,6 +147,9 @@ class SpawneaHarness(BaseModel):
     exitCommand: ExitCommand | None = None
     """``generic`` only: a line typed (then Enter) at close to make the program exit; without
     it, or if the program is still running after the close grace, its tmux session is killed."""
+    hostIds: list[str] | None = None
+    """Hosts this harness is offered on (``local`` and :attr:`SpawneaConfig.hosts` ids);
+    default every host. Its ``command`` runs, and its ``agentHome`` lies, on the session's host."""
     enabled: bool = True
 
     @model_validator(mode="after")
@@ -158,10 +161,12 @@ class SpawneaHarness(BaseModel):
 
 
 class SpawneaConfig(BaseModel):
-    """The Spawnea surface's catalogue; the host catalogue holds only ``local``."""
+    """The Spawnea surface's catalogue: hosts (``local`` is implicit), projects, harnesses."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    hosts: list[HostEntry] = Field(default_factory=list)
+    """Machines reached over SSH (:class:`baton.hosts.config.HostEntry`)."""
     projects: list[SpawneaProject] = Field(default_factory=list)
     harnesses: list[SpawneaHarness] = Field(default_factory=list)
     startupWaitMs: int = Field(default=30_000, ge=1000, le=300_000)
@@ -177,6 +182,11 @@ class SpawneaConfig(BaseModel):
             twice = sorted({i for i in ids if ids.count(i) > 1})
             if twice:
                 raise ValueError(f"{what}: duplicate id {', '.join(map(repr, twice))}")
+        check_host_references(
+            self.hosts,
+            [(p.id, p.hostId, p.path) for p in self.projects],
+            [(h.id, h.hostIds) for h in self.harnesses],
+        )
         return self
 
 
@@ -396,6 +406,8 @@ def _canonicalise(config: Config) -> Config:
     if config.tokenFile is not None:
         check_private_file(Path(config.tokenFile), what="tokenFile")
     for project in config.spawnea.projects:
+        if project.hostId != LOCAL_HOST_ID:
+            continue  # a path on another host: checked on that host when it is used
         real = os.path.realpath(project.path)
         if not os.path.isdir(real):
             raise ConfigError(f"spawnea project {project.id!r}: {project.path} is not a directory")
@@ -403,6 +415,7 @@ def _canonicalise(config: Config) -> Config:
             raise ConfigError(
                 f"spawnea project {project.id!r}: {project.path} is outside the approved roots"
             )
+    check_hosts_at_startup(config.spawnea)
     return config.model_copy(update={"approvedDirectories": roots})
 
 

@@ -57,6 +57,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    run_agent,
+    start_tool_call,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_tool_call,
+    update_user_message_text,
+)
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
@@ -73,16 +83,6 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from acp import (
-    PROTOCOL_VERSION,
-    RequestError,
-    run_agent,
-    start_tool_call,
-    update_agent_message_text,
-    update_agent_thought_text,
-    update_tool_call,
-    update_user_message_text,
-)
 from tests.fakes.model_server import parse_script
 
 FLAGS = set(sys.argv[1:])

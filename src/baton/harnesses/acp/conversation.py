@@ -22,6 +22,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from acp import RequestError, connect_to_agent, text_block
 from acp.core import ClientSideConnection
 from acp.schema import (
     ClientCapabilities,
@@ -32,7 +33,6 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from acp import RequestError, connect_to_agent, text_block
 from baton.aio import cancel_and_wait
 from baton.harnesses.acp import outcomes
 from baton.harnesses.acp.agent_process import AgentProcess
