@@ -57,6 +57,8 @@ from .model_server import (
 
 Json = dict[str, Any]
 _REMINDER = "<system-reminder>"
+#: The text Claude Code 2.1.332 sends beside the result of a tool it loaded through ToolSearch.
+_TOOL_LOADED = "Tool loaded."
 #: How Codex 0.171 opens its title-generation request, which quotes the user's prompt (so a
 #: script in the prompt must not be played for it).
 CODEX_TITLE_REQUEST = "Generate a concise, single-line task title"
@@ -97,9 +99,14 @@ def _anthropic_turn(body: Json) -> tuple[str, int, int]:
     messages = [m for m in _list(body.get("messages")) if isinstance(m, dict)]
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if message.get("role") != "user" or _carries_tool_result(message):
-            continue  # a tool result's text blocks ("Tool loaded.") are the caller's, not a prompt
+        if message.get("role") != "user":
+            continue
         texts = [t for t in _texts(message.get("content")) if not t.lstrip().startswith(_REMINDER)]
+        if _carries_tool_result(message):
+            # Claude Code puts its own "Tool loaded." text beside a tool result: not a prompt.
+            # The AI SDK (OpenCode, Kilo) merges the next turn's prompt into the user message
+            # that carries the previous turn's last tool result: that text is the prompt.
+            texts = [t for t in texts if t.strip() != _TOOL_LOADED]
         if texts:
             answers = [m for m in messages[index + 1 :] if m.get("role") == "assistant"]
             waits = sum(1 for m in answers if _is_wait(m))
