@@ -100,6 +100,10 @@ class Declined:
 # -- what a harness reports ----------------------------------------------------------------------
 
 
+#: ``{path, branch, cwd}`` of a git worktree the agent made and works in, or None.
+Worktree: TypeAlias = Mapping[str, str | None] | None
+
+
 class SessionSink(Protocol):
     """Where a harness reports what it observes. Calls are cheap and never block for long.
 
@@ -111,9 +115,12 @@ class SessionSink(Protocol):
     def spawned(self, agent_pid: int) -> None:
         """The agent process exists (informational; supervision does not depend on it)."""
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
-        """The conversation is open: the agent's own session id (Droid's UUID, a tmux target) and
-        the settings the agent reports it applied (read back, never what we asked)."""
+    def session(
+        self, agent_session_id: str, settings: Mapping[str, Any], *, worktree: Worktree = None
+    ) -> None:
+        """The conversation is open: the agent's own session id (Droid's UUID, a tmux target),
+        the settings it reports it applied (read back, never what we asked), and ``{path,
+        branch, cwd}`` of a worktree it made itself (:mod:`baton.harnesses.droid.worktree`)."""
 
     def submitting(self, turn_id: str) -> None:
         """From now on the prompt may reach the agent. Called before the first byte is sent: if

@@ -74,8 +74,20 @@ class PipeSink:
     def spawned(self, agent_pid: int) -> None:
         self.send(wire.Spawned(agentPid=agent_pid))
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
-        self.send(wire.SessionOpened(sessionId=agent_session_id, settings=dict(settings)))
+    def session(
+        self,
+        agent_session_id: str,
+        settings: Mapping[str, Any],
+        *,
+        worktree: Mapping[str, str | None] | None = None,
+    ) -> None:
+        self.send(
+            wire.SessionOpened(
+                sessionId=agent_session_id,
+                settings=dict(settings),
+                worktree=dict(worktree) if worktree is not None else None,
+            )
+        )
 
     def submitting(self, turn_id: str) -> None:
         self.send(wire.Submitting(turnId=turn_id))

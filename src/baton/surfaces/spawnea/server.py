@@ -4,7 +4,8 @@ connection's).
 
 Bootstrap connections (no ``SPAWNEA_SESSION_ID``) list only ``spawnea_get_state`` and
 ``spawnea_create_session``; once ``spawnea_create_session`` binds the connection to its root,
-every tool is listed and clients are told (``notifications/tools/list_changed``). Every result
+every tool is listed and the client is told, in either protocol era
+(:meth:`~baton.surfaces.base.SurfaceServer.announce_tools_changed`). Every result
 carries ``apiVersion: "v1"``; errors are ``{apiVersion, error: {code, message}}`` with the
 contract's codes ``not_found``, ``invalid_request``, ``conflict``, ``operation_failed``.
 """
@@ -61,6 +62,12 @@ class SpawneaServer(SurfaceServer):
     """One connection's Spawnea server: its scope decides which tools are listed and allowed."""
 
     max_call_s: ClassVar[float] = 40.0
+    served_methods: ClassVar[frozenset[str]] = SurfaceServer.served_methods | {
+        "subscriptions/listen"
+    }
+    """Binding a bootstrap connection changes its tool list: 2026-07-28 clients learn of it on
+    their ``subscriptions/listen`` stream (Claude Code 2.1.332 opens one only when
+    ``server/discover`` says ``tools.listChanged``, which the SDK derives from this)."""
 
     def __init__(self, service: SpawneaService, scope: Scope) -> None:
         super().__init__(
@@ -151,6 +158,13 @@ async def _run(
     return tool_result(result, verbatim=verbatim)
 
 
+def _with_request_id(view: dict[str, Any]) -> dict[str, Any]:
+    """A finalization request's view with ``requestId``, the name
+    ``spawnea_get_finalization_request`` takes it by (``spawnea-control-api.md``); ``id``, the
+    same value, stays for callers that already read it."""
+    return {**view, "requestId": view["id"]} if "id" in view else view
+
+
 def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaServer:
     """A new Spawnea server for one gateway connection with ``scope``."""
     server = SpawneaServer(service, scope)
@@ -186,7 +200,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         was_bound = scope.bound
         result = await _run(lambda: service.create_root(scope, args))
         if not was_bound and scope.bound and ctx is not None:
-            await ctx.session.send_tool_list_changed()
+            await server.announce_tools_changed(ctx)
         return result
 
     @server.tool(
@@ -315,7 +329,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         confirmation: Literal["llm-validated"] | None = None,
     ) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: fin.request(scope, args))
+        return tool_result(_with_request_id(await fin.request(scope, args)))
 
     @server.tool(
         name="spawnea_get_finalization_request",
@@ -325,7 +339,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
     )
     async def spawnea_get_finalization_request(requestId: Id) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: fin.get(scope, args))
+        return tool_result(_with_request_id(await fin.get(scope, args)))
 
     @server.tool(
         name="spawnea_close_shared_child",
