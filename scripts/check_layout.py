@@ -57,12 +57,13 @@ LAYERS: dict[str, int] = {
     "baton.workspace_diff": 3,  # becomes git/diff.py (P0b)
     "baton.hosts": 2,
     "baton.config": 1,
+    "baton.config_env": 1,  # the config's environment overrides
     "baton": 0,
 }
 #: Top-level modules of rank 0: no Baton imports but other leaves.
 LEAVES = frozenset(
     {"baton", "baton.errors", "baton.text", "baton.paging", "baton.paths", "baton.aio",
-     "baton.runtime", "baton.limits", "baton.__main__"}
+     "baton.runtime", "baton.limits", "baton.regular_files", "baton.__main__"}
 )  # fmt: skip
 SERVICES = ("baton.engine.controller", "baton.engine.droid_mcp", "baton.engine.spawnea")
 DROID_CONTRACTS = ("baton.engine.controller", "baton.engine.droid_mcp", "baton.compose")

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from baton.config import AUTONOMY_ORDER, Autonomy
+from baton.hosts.config import LOCAL_HOST_ID
 
 #: A JSON object (the harness's own shapes: options, attachments, activity data).
 JsonObject: TypeAlias = dict[str, Any]
 #: What a harness persists to re-adopt a session, in its own shape (tmux: its ``Attachment``
 #: dict, stored as today; a pane host: its socket and journal cursor).
 Attachment: TypeAlias = JsonObject
-#: The id of the machine a session runs on (``hosts`` id, W3-D); the local machine is ``local``.
-LOCAL_MACHINE = "local"
+#: The id of the machine a session runs on is a ``hosts`` id (W3-D's ``Host.id``); this one is
+#: the local machine's.
+LOCAL_MACHINE = LOCAL_HOST_ID
 
 
 def within(level: str, cap: str) -> bool:
