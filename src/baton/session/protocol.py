@@ -110,8 +110,13 @@ class AgentSession(Protocol):
 class Harness(Protocol):
     """An adapter for one kind of agent (see the module docstring)."""
 
-    kind: str
-    capabilities: HarnessCapabilities
+    @property
+    def kind(self) -> str:
+        """The registry kind (``droid``, ``tmux``, ``acp``)."""
+        ...
+
+    @property
+    def capabilities(self) -> HarnessCapabilities: ...
 
     async def open(self, spec: SessionSpec, emit: Emit) -> AgentSession:
         """Open a new conversation (or resume ``spec.resume``); emit ``Opened`` before returning.
@@ -149,8 +154,11 @@ class SessionHost(Protocol):
     (``daemon``, ``pane``); a worker-hosted one dies with its worker (``NotAdoptable``).
     """
 
-    placement: Placement
-    adoptable: bool
+    @property
+    def placement(self) -> Placement: ...
+
+    @property
+    def adoptable(self) -> bool: ...
 
     async def open(self, spec: SessionSpec, emit: Emit) -> AgentSession:
         """Start the agent for ``spec`` where this host keeps it (see :meth:`Harness.open`).
