@@ -26,6 +26,7 @@ from baton.session import (
     NotAdoptable,
     Observed,
     PromptRaised,
+    PromptRequest,
     SessionBusy,
     Succeeded,
     Unknown,
@@ -391,4 +392,28 @@ async def test_a_lost_machine_refuses_commands_naming_its_id(tmp_path: Path) -> 
     agent.send(HostBack(machine="build-7", observed="idle"))
     await until(lambda: host.adopts == 1 and state(live) is S.IDLE, "re-adopted after HostBack")
     assert host.opens == 1 and agent.detached
+    await live.close()
+
+
+async def test_a_refused_answer_passes_through_and_the_prompt_stays(tmp_path: Path) -> None:
+    from baton.session import AnswerRefused, PromptOption, Text
+
+    rig = Rig(tmp_path)
+    live, agent = await rig.opened(policy=SPAWNEA)
+    live.submit(turn())
+    await until(lambda: agent.running is not None, "sent")
+    agent.submitted()
+    dialog = PromptRequest(
+        kind="dialog",
+        title="Proceed?",
+        options=(PromptOption(id="1", label="Yes", kind="allow_once", keys="1"),),
+        answer_hint="enter a number",
+    )
+    request_id = agent.ask(dialog)
+    agent.answer_with = AnswerRefused("'maybe' is none of its options", dialog.options)
+    with pytest.raises(AnswerRefused) as refused:
+        await live.answer(request_id, Text(text="maybe"))
+    assert refused.value.options == dialog.options  # reported with its options (issue 21)
+    held = live.prompts.get(request_id)
+    assert held is not None and not held.answering and state(live) is S.NEEDS_INPUT
     await live.close()

@@ -118,9 +118,9 @@ class LiveSession(Supervised):
             raise
         if self.open_failure is not None and self.state is SessionState.FAILED:
             return OpenFailure(*self.open_failure)
-        if self.state.terminal or self.agent_session_id is None:
+        if self.agent_session_id is None or self.state is SessionState.EXITED:
             return OpenGone(self.state)
-        return OpenOk(self.agent_session_id, self.state)
+        return OpenOk(self.agent_session_id, self.state)  # (a per-turn one may be done already)
 
     # -- turns -----------------------------------------------------------------------------------
 
@@ -206,7 +206,13 @@ class LiveSession(Supervised):
 
     def _answer_by_rule(self, held: HeldPrompt, answer: PromptAnswer) -> None:
         held.answering = True
-        self._spawn(self._deliver(held, answer))
+        self._spawn(self._deliver_by_rule(held, answer))
+
+    async def _deliver_by_rule(self, held: HeldPrompt, answer: PromptAnswer) -> None:
+        try:
+            await self._deliver(held, answer)
+        except AnswerRefused as exc:  # the prompt stays held for a caller
+            log.error("session %s: the agent refused the rule's answer: %s", self.session_key, exc)
 
     async def _deliver(self, held: HeldPrompt, answer: PromptAnswer) -> AnswerOutcome:
         try:

@@ -163,6 +163,9 @@ class Supervised(Dispatcher):
             self.end_turn(record, outcome, lost=lost, transition=self.state.busy)
 
     def _turn_finished(self, record: TurnRecord) -> None:
+        terminal = self.agent.terminal if self.agent is not None else None
+        if record.output_range is not None and terminal is not None:
+            record.output_range = (record.output_range[0], terminal.raw_log_size)
         for key in (record.turn_id, f"escalate:{record.turn_id}"):
             if (timer := self._timers.pop(key, None)) is not None:
                 timer.cancel()

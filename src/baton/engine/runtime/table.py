@@ -17,6 +17,7 @@ from typing import Any
 from baton.engine.admission import Admission
 from baton.engine.policy import RepoSlots, SessionPolicy
 from baton.engine.runtime.live import LiveSession
+from baton.engine.runtime.state import SessionState
 from baton.engine.runtime.supervise import Supervised
 from baton.engine.runtime.turns import TurnRecord
 from baton.session.errors import SessionBusy
@@ -137,11 +138,17 @@ class LiveSessions:
 
 
 async def _stop(session: LiveSession) -> None:
+    """Detach a ``detached`` session (a new agent still starting is closed: it cannot be left),
+    close the others; a session whose machine is unreachable is left as it is."""
+    starting = session.state is SessionState.OPENING and not session.adopting
     try:
-        if session.policy.lifetime == "detached":
+        if session.policy.lifetime == "detached" and not starting:
             await session.detach()
         else:
             await session.close(reason="shutdown")
     except SessionBusy as exc:  # its machine is unreachable: nothing can be stopped there
         log.warning("session %s left as it is at shutdown: %s", session.session_key, exc)
-        await session.detach()
+        try:
+            await session.detach()
+        except SessionBusy:
+            log.warning("session %s could not be detached either", session.session_key)
