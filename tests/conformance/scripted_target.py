@@ -82,6 +82,7 @@ class AutoSession:
         self.flaws = flaws
         self.number = next(_ids)
         self.process: asyncio.subprocess.Process | None = None
+        self.started: list[asyncio.subprocess.Process] = []  # every agent process it started
         self._turn: TurnInput | None = None
         self._ended: asyncio.Future[TurnOutcome] | None = None
         self._answered: asyncio.Future[PromptAnswer] | None = None
@@ -90,6 +91,7 @@ class AutoSession:
 
     async def start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(*SLEEPER)
+        self.started.append(self.process)
         self.emit(AgentStarted(pid=self.process.pid))
 
     @property
@@ -224,10 +226,9 @@ async def stop_all(hosts: list[AutoHost]) -> None:
     """Kill every agent process the hosts started (a flawed one may have left them)."""
     for host in hosts:
         for session in host.sessions:
-            process = session.process
-            if process is not None and process.returncode is None:
-                process.kill()
-            if process is not None:
+            for process in session.started:
+                if process.returncode is None:
+                    process.kill()
                 await settle(process.wait())
 
 
