@@ -19,91 +19,30 @@ this interface; each is documented below. The one rule that decides safety: ``su
 ``unknown`` (the agent may be acting on it), and one that dies before settles it ``failed``.
 
 Outcomes are a closed union of frozen values (:data:`TurnOutcome`), after ``droid_sdk``'s
-``RunSuccess | RunInterrupted | RunFailure``: the type checker proves every case is handled.
+``RunSuccess | RunInterrupted | RunFailure``: the type checker proves every case is handled. They
+and :class:`HarnessError` now live in :mod:`baton.session` (the one seam, ``W3A-PLAN.md`` §2.1);
+the names below are transitional re-exports, removed by P7 with this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeAlias
+from typing import Any, Literal, NamedTuple, Protocol, TypeAlias
 
-#: Terminal turn states (``controller-tools.md``, "States").
-TerminalState = Literal["succeeded", "failed", "cancelled", "interrupted", "timed_out", "unknown"]
-OutcomeKind = Literal["success", "interrupted", "failure", "unknown"]
-#: What a success rests on (``WAVE2.md`` decision 6): the agent's own terminal event for our turn
-#: on its protocol (``agent_event``), a durable done record in the agent's session files
-#: (``agent_record``), or, for a generic terminal program with neither, an idle screen
-#: (``screen_idle``), which proves much less and is always reported as such.
-CompletionBasis = Literal["agent_event", "agent_record", "screen_idle"]
+# Moved to ``baton.session``; re-exported for the callers not yet ported (removed by P7).
+from baton.session.errors import HarnessError as HarnessError
+from baton.session.outcomes import CompletionBasis as CompletionBasis
+from baton.session.outcomes import Failed as Failed
+from baton.session.outcomes import Interrupted as Interrupted
+from baton.session.outcomes import OutcomeKind as OutcomeKind
+from baton.session.outcomes import Succeeded as Succeeded
+from baton.session.outcomes import TerminalState as TerminalState
+from baton.session.outcomes import TurnOutcome as TurnOutcome
+from baton.session.outcomes import Unknown as Unknown
+
 #: What a terminal agent's screen shows (tmux harness): busy, asking something, or waiting.
 ScreenState = Literal["working", "needs_input", "idle"]
-
-
-# -- outcomes ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Succeeded:
-    """The agent itself ended our turn with a success reason (e.g. Droid ``completed``)."""
-
-    reason: str
-    message: str
-    text: str = ""
-    basis: CompletionBasis = "agent_event"
-    state: ClassVar[Literal["succeeded"]] = "succeeded"
-    kind: ClassVar[Literal["success"]] = "success"
-    submitted: ClassVar[bool] = True
-    agent_terminal: ClassVar[bool] = True
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Interrupted:
-    """The turn ended early: cancelled by us (``cancelled``) or ended by the agent without success
-    for a reason such as a rejected permission (``interrupted``).
-
-    ``agent_terminal`` is False when the agent did not confirm the end within the grace period (the
-    caller then kills it); ``submitted`` is False when the prompt never left Baton.
-    """
-
-    state: Literal["cancelled", "interrupted"]
-    reason: str
-    message: str
-    text: str = ""
-    submitted: bool = True
-    agent_terminal: bool = True
-    kind: ClassVar[Literal["interrupted"]] = "interrupted"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Failed:
-    """The turn failed: before submission (``submitted`` False: nothing reached the agent), or the
-    agent ended it with a failure reason (``agent_terminal`` True), or its process died."""
-
-    reason: str
-    message: str
-    text: str = ""
-    submitted: bool = False
-    agent_terminal: bool = False
-    state: ClassVar[Literal["failed"]] = "failed"
-    kind: ClassVar[Literal["failure"]] = "failure"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unknown:
-    """Baton cannot know what happened to a prompt that may have reached the agent (e.g. a tmux
-    paste whose Enter could not be confirmed). Never replayed, never rewritten."""
-
-    reason: str
-    message: str
-    text: str = ""
-    state: ClassVar[Literal["unknown"]] = "unknown"
-    kind: ClassVar[Literal["unknown"]] = "unknown"
-    submitted: ClassVar[bool] = True
-    agent_terminal: ClassVar[bool] = False
-
-
-TurnOutcome: TypeAlias = Succeeded | Interrupted | Failed | Unknown
 
 
 # -- prompts the agent raises --------------------------------------------------------------------
@@ -332,31 +271,3 @@ class Harness(Protocol):
     async def list_models(self, cwd: str) -> list[dict[str, Any]]:
         """The agent's live model catalogue (raw records), from a process that submits nothing."""
         ...
-
-
-class HarnessError(Exception):
-    """Opening a session failed before anything was submitted; ``reason`` is a stable code.
-
-    ``cleanup``, when set, stops what the failed open started (a Droid process that never
-    answered its setup): the caller records the failure first and then awaits :meth:`clean_up`,
-    because terminal results are persisted before cleanup (``controller.md``, "Same-host
-    durability and cleanup"); stopping an agent takes up to its kill grace.
-    """
-
-    def __init__(
-        self,
-        reason: str,
-        message: str,
-        *,
-        cleanup: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.cleanup = cleanup
-
-    async def clean_up(self) -> None:
-        """Run :attr:`cleanup` once (nothing if there is none or it already ran)."""
-        cleanup, self.cleanup = self.cleanup, None
-        if cleanup is not None:
-            await cleanup()
