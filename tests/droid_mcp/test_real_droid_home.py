@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from baton.engine.droid_find import droid_find
-from baton.harnesses.droid_files import SessionFileIndex, SessionRecord, local_resume_refusals
+from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord, local_resume_refusals
 from baton.harnesses.droid_search import TranscriptSearch, find_rg
 from baton.harnesses.droid_transcript import TranscriptReader
 from tests.droid_mcp.real_home import CONTENT_WORD, MISSION_ID, RealHome, build_real_home, opened

@@ -44,7 +44,7 @@ from baton.engine.droid_find_order import SortKey, decode_cursor, order_sessions
 from baton.engine.droid_find_page import OUTPUT_BUDGET, RepoResolver, render_page
 from baton.engine.workspaces import is_within
 from baton.errors import BatonError
-from baton.harnesses.droid_files import SessionFileIndex, SessionRecord
+from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord
 from baton.harnesses.droid_search import TranscriptSearch, find_rg
 
 SCOPES: tuple[str, ...] = ("workstreams", "sessions", "all")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baton.engine.droid_find_order import SortKey, encode_cursor
-from baton.harnesses.droid_files import SessionRecord
+from baton.harnesses.droid.local.index import SessionRecord
 from baton.paging import clip
 
 #: About how large one answer may be, in UTF-8 bytes of compact JSON (droid-mcp: ~8 KB).

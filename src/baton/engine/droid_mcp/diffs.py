@@ -20,7 +20,7 @@ from baton.engine.droid_mcp.routing import Target
 from baton.git.errors import WorktreeError
 from baton.git.repo import entry_for, repo_paths, worktree_list
 from baton.git.runner import Git
-from baton.harnesses.droid_files import SessionRecord
+from baton.harnesses.droid.local.index import SessionRecord
 from baton.paths import is_within
 from baton.workspace_diff import WorkspaceDiff, workspace_diff
 
