@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from baton.harnesses.droid.local.index import SessionFileIndex, TranscriptReader
-from baton.harnesses.droid_records import read_head, read_settings
+from baton.harnesses.droid.local.records import read_head, read_settings
 from baton.harnesses.droid_search import TranscriptSearch
 from baton.harnesses.droid_settings import read_settings_file
 from baton.harnesses.tmux.files import JsonlTail

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from baton.harnesses import droid_records
+from baton.harnesses.droid.local import records as droid_records
 from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord
 from tests.fakes import droid_sessions as fs
 

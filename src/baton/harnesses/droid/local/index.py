@@ -15,7 +15,7 @@ needs mission roles, subagents and archived sessions) at 10 000 sessions; this i
 parsed and revalidates with ``stat``.
 
 This module is the droid-mcp file layer's front door: it re-exports the record, transcript,
-settings and resume-guard names of :mod:`~baton.harnesses.droid_records`,
+settings and resume-guard names of :mod:`~baton.harnesses.droid.local.records`,
 :mod:`~baton.harnesses.droid_transcript` (and its cursor),
 :mod:`~baton.harnesses.droid_settings` and :mod:`~baton.harnesses.droid_resume`.
 """
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.harnesses.droid_records import (
+from baton.harnesses.droid.local.records import (
     AUTONOMY_LEVELS,
     SessionRecord,
     Sig,
