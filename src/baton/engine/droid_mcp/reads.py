@@ -25,6 +25,7 @@ from baton.engine.droid_mcp.rest_reads import add_children, final_text_rest, wai
 from baton.engine.droid_mcp.routing import Target, unknown_session
 from baton.engine.eventlog import LogEvent
 from baton.errors import BatonError
+from baton.harnesses.droid.local.transcript import TranscriptReader
 from baton.harnesses.droid_settings import (
     custom_models,
     default_model,
@@ -33,7 +34,6 @@ from baton.harnesses.droid_settings import (
     read_settings_file,
     read_user_settings,
 )
-from baton.harnesses.droid_transcript import TranscriptReader
 from baton.paging import clip, page_utf8
 from baton.text import terminal_safe, terminal_safe_json
 

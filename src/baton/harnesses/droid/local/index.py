@@ -16,7 +16,7 @@ parsed and revalidates with ``stat``.
 
 This module is the droid-mcp file layer's front door: it re-exports the record, transcript,
 settings and resume-guard names of :mod:`~baton.harnesses.droid.local.records`,
-:mod:`~baton.harnesses.droid_transcript` (and its cursor),
+:mod:`~baton.harnesses.droid.local.transcript` (and its cursor),
 :mod:`~baton.harnesses.droid_settings` and :mod:`~baton.harnesses.droid_resume`.
 """
 
@@ -40,6 +40,14 @@ from baton.harnesses.droid.local.records import (
     read_settings,
     stat_sig,
 )
+from baton.harnesses.droid.local.transcript import (
+    FinishedTurn,
+    PendingTool,
+    TranscriptEvent,
+    TranscriptRead,
+    TranscriptReader,
+    TranscriptStatus,
+)
 from baton.harnesses.droid_resume import ResumeRefusal, local_resume_refusals
 from baton.harnesses.droid_settings import (
     HelpModel,
@@ -48,14 +56,6 @@ from baton.harnesses.droid_settings import (
     help_default_model,
     parse_exec_help,
     read_user_settings,
-)
-from baton.harnesses.droid_transcript import (
-    FinishedTurn,
-    PendingTool,
-    TranscriptEvent,
-    TranscriptRead,
-    TranscriptReader,
-    TranscriptStatus,
 )
 from baton.harnesses.droid_transcript_cursor import TranscriptCursor
 
