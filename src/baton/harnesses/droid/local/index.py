@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.harnesses.droid.local.cursor import TranscriptCursor
 from baton.harnesses.droid.local.records import (
     AUTONOMY_LEVELS,
     SessionRecord,
@@ -57,7 +58,6 @@ from baton.harnesses.droid_settings import (
     parse_exec_help,
     read_user_settings,
 )
-from baton.harnesses.droid_transcript_cursor import TranscriptCursor
 
 __all__ = [
     "AUTONOMY_LEVELS",
