@@ -26,7 +26,7 @@ from baton.engine.droid_mcp.routing import Target, unknown_session
 from baton.engine.eventlog import LogEvent
 from baton.errors import BatonError
 from baton.harnesses.droid.local.transcript import TranscriptReader
-from baton.harnesses.droid_settings import (
+from baton.harnesses.droid.local.user_settings import (
     custom_models,
     default_model,
     help_default_model,
