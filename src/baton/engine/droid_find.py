@@ -45,7 +45,7 @@ from baton.engine.droid_find_page import OUTPUT_BUDGET, RepoResolver, render_pag
 from baton.engine.workspaces import is_within
 from baton.errors import BatonError
 from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord
-from baton.harnesses.droid_search import TranscriptSearch, find_rg
+from baton.harnesses.droid.local.search import TranscriptSearch, find_rg
 
 SCOPES: tuple[str, ...] = ("workstreams", "sessions", "all")
 DEFAULT_LIMIT = 40
