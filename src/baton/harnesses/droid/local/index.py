@@ -17,7 +17,7 @@ parsed and revalidates with ``stat``.
 This module is the droid-mcp file layer's front door: it re-exports the record, transcript,
 settings and resume-guard names of :mod:`~baton.harnesses.droid.local.records`,
 :mod:`~baton.harnesses.droid.local.transcript` (and its cursor),
-:mod:`~baton.harnesses.droid.local.user_settings` and :mod:`~baton.harnesses.droid_resume`.
+:mod:`~baton.harnesses.droid.local.user_settings` and :mod:`~baton.harnesses.droid.local.resume`.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from baton.harnesses.droid.local.records import (
     read_settings,
     stat_sig,
 )
+from baton.harnesses.droid.local.resume import ResumeRefusal, local_resume_refusals
 from baton.harnesses.droid.local.transcript import (
     FinishedTurn,
     PendingTool,
@@ -57,7 +58,6 @@ from baton.harnesses.droid.local.user_settings import (
     parse_exec_help,
     read_user_settings,
 )
-from baton.harnesses.droid_resume import ResumeRefusal, local_resume_refusals
 
 __all__ = [
     "AUTONOMY_LEVELS",
