@@ -24,7 +24,7 @@ from baton.engine.droid_mcp.settings import Settings
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
 from baton.harnesses.droid.local.resume import local_resume_refusals
-from baton.harnesses.droid_rest import FactoryRestError, SessionsApi
+from baton.harnesses.droid.rest import FactoryRestError, SessionsApi
 
 if TYPE_CHECKING:
     from baton.engine.droid_mcp.service import DroidMcp
