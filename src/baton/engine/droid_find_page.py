@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from baton.engine.droid_find_order import SortKey, encode_cursor
+from baton.engine.droid_mcp.find_order import SortKey, encode_cursor
 from baton.harnesses.droid.local.index import SessionRecord
 from baton.paging import clip
 
