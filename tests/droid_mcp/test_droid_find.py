@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from baton.engine.droid_find import FindCache, droid_find
+from baton.engine.droid_mcp.find import FindCache, droid_find
 from baton.engine.droid_mcp.find_order import decode_cursor, encode_cursor
 from baton.engine.droid_mcp.find_page import RepoResolver
 from baton.errors import BatonError

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from baton.engine.droid_find import droid_find
+from baton.engine.droid_mcp.find import droid_find
 from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord, local_resume_refusals
 from baton.harnesses.droid.local.search import TranscriptSearch, find_rg
 from baton.harnesses.droid.local.transcript import TranscriptReader

@@ -5,7 +5,7 @@ workstream group is the sessions sharing a missionId; the other sessions are gro
 nearest ancestor of the cwd that contains ``.git`` (the cwd itself when there is none or the cwd
 is gone). The answer is kept to about :data:`OUTPUT_BUDGET` bytes by ending the page early
 (``truncated: true``; the cursor then continues after the last session shown, so nothing is
-lost). Session and group shapes are in :mod:`baton.engine.droid_find`.
+lost). Session and group shapes are in :mod:`baton.engine.droid_mcp.find`.
 """
 
 from __future__ import annotations
