@@ -59,7 +59,7 @@ from baton.harnesses.base import (
     Unknown,
 )
 from baton.harnesses.tmux import procs
-from baton.harnesses.tmux.driver import TmuxServer
+from baton.panes.server import TmuxServer
 
 
 class AcpAgentSession:
