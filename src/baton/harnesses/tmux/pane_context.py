@@ -11,7 +11,7 @@ from baton.harnesses.tmux.adapters.base import TuiAdapter
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
 from baton.harnesses.tmux.options import Attachment, TmuxOptions
-from baton.harnesses.tmux.rawlog import RawLog
+from baton.panes.rawlog import RawLog
 from baton.panes.server import TmuxPane, TmuxServer
 
 #: How long a snapshot of the pane's process tree is reused (s): walking it reads all of /proc.
