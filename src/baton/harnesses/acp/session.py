@@ -58,7 +58,7 @@ from baton.harnesses.base import (
     TurnOutcome,
     Unknown,
 )
-from baton.harnesses.tmux import procs
+from baton.panes import procs
 from baton.panes.server import TmuxServer
 
 

@@ -33,7 +33,6 @@ from baton.harnesses.base import (
     SessionSink,
     SessionSpec,
 )
-from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.adapters import Screen, TuiAdapter, adapter_for
 from baton.harnesses.tmux.adapters.generic import GenericAdapter
 from baton.harnesses.tmux.files import FilesContext
@@ -42,7 +41,7 @@ from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions, s
 from baton.harnesses.tmux.pane_context import PaneContext
 from baton.harnesses.tmux.redact import redact, secret_values
 from baton.harnesses.tmux.session import TmuxAgentSession
-from baton.panes import launcher, rawlog
+from baton.panes import launcher, procs, rawlog
 from baton.panes.server import TmuxError, TmuxServer
 
 #: Variables of Baton's own terminal that must not reach a pane (tmux sets the pane's own).

@@ -6,11 +6,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.adapters.base import TuiAdapter
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
 from baton.harnesses.tmux.options import Attachment, TmuxOptions
+from baton.panes import procs
 from baton.panes.rawlog import RawLog
 from baton.panes.server import TmuxPane, TmuxServer
 
