@@ -39,9 +39,9 @@ from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
 from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions, session_name
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.harnesses.tmux.redact import redact, secret_values
 from baton.harnesses.tmux.session import TmuxAgentSession
 from baton.panes import launcher, procs, rawlog
+from baton.panes.redact import redact, secret_values
 from baton.panes.server import TmuxError, TmuxServer
 
 #: Variables of Baton's own terminal that must not reach a pane (tmux sets the pane's own).

@@ -23,9 +23,9 @@ from baton.harnesses.tmux.answering import TYPED_MAX, AnswerResult, answer
 from baton.harnesses.tmux.monitor import Observation
 from baton.harnesses.tmux.output import CompactOutput
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.harnesses.tmux.redact import blank, redact, secret_spans
 from baton.harnesses.tmux.turn import TurnControl, TurnRun
 from baton.panes import procs
+from baton.panes.redact import blank, redact, secret_spans
 from baton.panes.server import TmuxError
 
 #: How long :meth:`TmuxAgentSession.submit` waits for a busy screen to go idle first (s).
