@@ -60,7 +60,7 @@ from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from baton.errors import BatonError
-from baton.text import terminal_safe_json
+from baton.text import encodable, terminal_safe_json
 from baton.transports.stdio import lenient_lines
 
 log = logging.getLogger(__name__)
@@ -297,25 +297,17 @@ def _invalid_arguments(tool: str, cause: ValidationError) -> BatonError:
 def _lone_surrogates(value: Any, path: str) -> Iterator[str]:
     """Where in ``value`` (a JSON value) a string cannot be encoded as UTF-8, as a dotted path."""
     if isinstance(value, str):
-        if not _encodable(value):
+        if not encodable(value):
             yield path or "a string"
     elif isinstance(value, Mapping):
         for key, item in value.items():
             name = f"{path}.{_shown(key)}" if path else _shown(key)
-            if not _encodable(str(key)):
+            if not encodable(str(key)):
                 yield name
             yield from _lone_surrogates(item, name)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _lone_surrogates(item, f"{path}[{index}]")
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _shown(key: object) -> str:

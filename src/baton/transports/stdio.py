@@ -22,6 +22,8 @@ from mcp.shared._stream_protocols import ReadStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from baton.text import encodable
+
 log = logging.getLogger(__name__)
 
 Item = SessionMessage | Exception
@@ -89,7 +91,7 @@ def _reparsed(error: Exception) -> Item:
         log.warning("dropped a stdin line that is not a JSON-RPC message")
         return error
     request_id = getattr(message, "id", None)
-    if isinstance(request_id, str) and not _encodable(request_id):
+    if isinstance(request_id, str) and not encodable(request_id):
         log.warning("dropped a stdin message whose id is not valid Unicode; it cannot be answered")
         return error
     return SessionMessage(message)
@@ -107,11 +109,3 @@ def _refused_line(error: Exception) -> str | None:
         return None
     line = problems[0]["input"]
     return line if isinstance(line, str) else None
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

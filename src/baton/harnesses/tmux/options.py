@@ -14,12 +14,12 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from baton.harnesses.keys import ExitCommand, KeyName
+from baton.text import slugify
 
 AdapterName = Literal["droid", "claude", "codex", "generic"]
 
 #: tmux session names: no ``.`` or ``:`` (they are target separators); kept to a safe alphabet.
 _SESSION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 
 
 def _absolute(value: str) -> str:
@@ -46,12 +46,6 @@ def _socket(value: str) -> str:
 AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 SocketPath = Annotated[str, AfterValidator(_socket)]
 Pattern = Annotated[str, AfterValidator(_regex)]
-
-
-def slugify(text: str, limit: int = 24) -> str:
-    """Lower-case ASCII letters, digits and single dashes, at most ``limit`` characters."""
-    slug = _SLUG_CHARS.sub("-", text.lower()).strip("-")[:limit].strip("-")
-    return slug or "agent"
 
 
 def session_name(slug: str, short_id: str | None = None) -> str:
