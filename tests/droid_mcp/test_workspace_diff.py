@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from baton.errors import BatonError
-from baton.workspace_diff import workspace_diff
+from baton.git.diff import workspace_diff
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
