@@ -49,7 +49,6 @@ from baton.dashboard.provider import (
     TurnSummary,
     UiState,
 )
-from baton.dashboard.queries import head_states, turn_rows
 from baton.engine.engine import Engine
 from baton.engine.eventlog import EventLog
 from baton.engine.live_session import LiveSession
@@ -59,6 +58,7 @@ from baton.git import Finalizations
 from baton.git.diff import workspace_diff
 from baton.paths import managed_worktrees
 from baton.store import Row
+from baton.store.run_reads import head_states, turn_rows
 
 #: Longest a wait goes without re-checking (seconds); see the module docstring.
 TICK_S = 0.25
