@@ -326,7 +326,9 @@ async def _serve_async(
 
                 await serve_http(server, config)
             else:
-                await server.run_stdio_async()
+                from baton.transports.stdio import serve_stdio
+
+                await serve_stdio(server)
         finally:
             with anyio.CancelScope(shield=True):
                 await engine.shutdown()

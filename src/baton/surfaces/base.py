@@ -23,7 +23,7 @@ tool-error envelope. Everything else is shared, so every surface answers the sam
 * a string that is not valid Unicode (an unpaired UTF-16 surrogate, sent as the JSON escape
   ``\\ud800``) is refused with an answer: ``invalid_argument`` inside tool arguments, ``-32602``
   anywhere else; over stdio such a line is no longer dropped before dispatch
-  (:func:`lenient_lines`);
+  (:func:`baton.transports.stdio.lenient_lines`);
 * an unexpected exception inside a tool is the surface's ``internal_error`` with a generic message,
   and inside any other handler the JSON-RPC ``-32603``; the traceback goes to the log only;
 * every tool result, answer or error, is built by :func:`tool_result`, which makes each string in
@@ -47,7 +47,6 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.models import InitializationOptions
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
@@ -61,7 +60,6 @@ from pydantic import ValidationError
 
 from baton.errors import BatonError
 from baton.text import encodable, terminal_safe_json
-from baton.transports.stdio import lenient_lines
 
 log = logging.getLogger(__name__)
 
@@ -198,13 +196,6 @@ class SurfaceServer(MCPServer[Any], ABC):
     def initialization_options(self) -> InitializationOptions:
         """What the server announces at initialization, for any transport that runs it."""
         return self._lowlevel_server.create_initialization_options(self.notification_options())
-
-    async def run_stdio_async(self) -> None:
-        """Serve over stdin/stdout like :meth:`MCPServer.run_stdio_async`, with lenient lines."""
-        async with stdio_server() as (read_stream, write_stream):
-            await self._lowlevel_server.run(
-                lenient_lines(read_stream), write_stream, self.initialization_options()
-            )
 
     async def _input_schema(self, name: str) -> dict[str, Any] | None:
         # Tools are registered once, at build time, so their schemas are read once (listing them
