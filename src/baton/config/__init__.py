@@ -1,0 +1,45 @@
+"""Host configuration: the JSON file of ``baton serve --config``, its validation and defaults.
+
+Callers import from here (``from baton.config import Config, load_config``); the parts live in
+:mod:`~baton.config.model` (the model and its sections).
+"""
+
+from __future__ import annotations
+
+from baton.config.model import (
+    AUTONOMY_ORDER,
+    Autonomy,
+    Config,
+    DaemonConfig,
+    DashboardConfig,
+    DroidMcpConfig,
+    PuckConfig,
+    ReasoningEffort,
+    SpawneaConfig,
+    SpawneaHarness,
+    SpawneaProject,
+    check_private_file,
+    config_problems,
+    default_state_directory,
+    is_loopback_host,
+    load_config,
+)
+
+__all__ = [
+    "AUTONOMY_ORDER",
+    "Autonomy",
+    "Config",
+    "DaemonConfig",
+    "DashboardConfig",
+    "DroidMcpConfig",
+    "PuckConfig",
+    "ReasoningEffort",
+    "SpawneaConfig",
+    "SpawneaHarness",
+    "SpawneaProject",
+    "check_private_file",
+    "config_problems",
+    "default_state_directory",
+    "is_loopback_host",
+    "load_config",
+]
