@@ -36,8 +36,8 @@ from baton.harnesses.base import (
     SessionSink,
     SessionSpec,
 )
-from baton.harnesses.tmux.options import session_name
 from baton.panes import procs
+from baton.panes.names import session_name
 from baton.panes.server import TmuxError, TmuxServer
 
 #: Variables of Baton's own terminal that must not reach the agent.

@@ -37,10 +37,11 @@ from baton.harnesses.tmux.adapters import Screen, TuiAdapter, adapter_for
 from baton.harnesses.tmux.adapters.generic import GenericAdapter
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
-from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions, session_name
+from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions
 from baton.harnesses.tmux.pane_context import PaneContext
 from baton.harnesses.tmux.session import TmuxAgentSession
 from baton.panes import launcher, procs, rawlog
+from baton.panes.names import session_name
 from baton.panes.redact import redact, secret_values
 from baton.panes.server import TmuxError, TmuxServer
 

@@ -7,14 +7,12 @@ typo never silently changes behaviour.
 from __future__ import annotations
 
 import re
-import secrets
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from baton.harnesses.keys import ExitCommand, KeyName
-from baton.text import slugify
 
 AdapterName = Literal["droid", "claude", "codex", "generic"]
 
@@ -46,14 +44,6 @@ def _socket(value: str) -> str:
 AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 SocketPath = Annotated[str, AfterValidator(_socket)]
 Pattern = Annotated[str, AfterValidator(_regex)]
-
-
-def session_name(slug: str, short_id: str | None = None) -> str:
-    """The predictable tmux session name ``baton-<slug>-<short id>`` (WAVE2 §9.1).
-
-    ``slug`` is slugified; ``short_id`` defaults to 8 random hex digits.
-    """
-    return f"baton-{slugify(slug)}-{short_id or secrets.token_hex(4)}"
 
 
 class Attachment(BaseModel):
