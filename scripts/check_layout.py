@@ -62,7 +62,8 @@ LAYERS: dict[str, int] = {
 #: Top-level modules of rank 0: no Baton imports but other leaves.
 LEAVES = frozenset(
     {"baton", "baton.errors", "baton.text", "baton.paging", "baton.paths", "baton.aio",
-     "baton.runtime", "baton.limits", "baton.regular_files", "baton.__main__"}
+     "baton.runtime", "baton.limits", "baton.regular_files", "baton.proc_identity",
+     "baton.__main__"}
 )  # fmt: skip
 SERVICES = ("baton.engine.controller", "baton.engine.droid_mcp", "baton.engine.spawnea")
 DROID_CONTRACTS = ("baton.engine.controller", "baton.engine.droid_mcp", "baton.compose")
