@@ -30,8 +30,8 @@ from pathlib import Path
 
 from tests.fakes import droid_sessions as fs
 
-from baton.engine.droid_find import FindCache, droid_find
-from baton.harnesses.droid_files import SessionFileIndex
+from baton.engine.droid_mcp.find import FindCache, droid_find
+from baton.harnesses.droid.local.index import SessionFileIndex
 from bench.common import Json, Result, Table, fmt_ms, fmt_ratio, log, ratio, summarize_ms
 from bench.servers import Context
 

@@ -54,7 +54,6 @@ LAYERS: dict[str, int] = {
     "baton.store": 4,
     "baton.git": 3,
     "baton.panes": 3,
-    "baton.workspace_diff": 3,  # becomes git/diff.py (P0b)
     "baton.hosts": 2,
     "baton.config": 1,
     "baton.config_env": 1,  # the config's environment overrides

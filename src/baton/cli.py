@@ -100,7 +100,7 @@ def _daemon_command(args: argparse.Namespace) -> int:
     """Run ``baton daemon``, ``baton bridge``, ``baton approvals`` or ``baton dashboard-url``;
     the exit status."""
     if args.command == "bridge":
-        from baton.transports.bridge import bridge_main
+        from baton.daemon.bridge import bridge_main
 
         return bridge_main(args.surface, args.config, start=not args.no_start)
     os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
@@ -326,7 +326,9 @@ async def _serve_async(
 
                 await serve_http(server, config)
             else:
-                await server.run_stdio_async()
+                from baton.transports.stdio import serve_stdio
+
+                await serve_stdio(server)
         finally:
             with anyio.CancelScope(shield=True):
                 await engine.shutdown()

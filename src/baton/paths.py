@@ -1,6 +1,6 @@
 """Path rules: containment by components (``ARCHITECTURE.md``: "a path is inside a root only by
-path components, never by string prefix"), shared by every layer that re-checks a workspace, and
-the config's absolute-path type."""
+path components, never by string prefix"), shared by every layer that re-checks a workspace, the
+nearest repository of a path, and the config's absolute-path type."""
 
 from __future__ import annotations
 
@@ -34,6 +34,24 @@ def is_within(path: str, root: str) -> bool:
     root_parts = _parts(root)
     path_parts = _parts(path)
     return len(path_parts) > len(root_parts) and path_parts[: len(root_parts)] == root_parts
+
+
+def nearest_repo(path: str) -> str | None:
+    """The nearest directory at or above ``path`` (normalized, not resolved) that holds a
+    ``.git`` entry of any kind (a directory, a worktree's file, even a dangling link), or None.
+
+    A few ``lstat`` calls; git itself decides later whether it is a usable repository. Give an
+    absolute ``path``: a relative one is walked as spelled, and its last step is ``.git`` in the
+    current directory.
+    """
+    current = os.path.normpath(path)
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
 
 
 def _parts(path: str) -> list[str]:

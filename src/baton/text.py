@@ -73,6 +73,42 @@ def has_lone_surrogate(text: str) -> bool:
     return False
 
 
+def encodable(text: str) -> bool:
+    """True if ``text`` can be encoded as UTF-8 (no unpaired surrogate): the test an argument or a
+    request id passes before it is echoed or stored.
+
+    >>> encodable("caf\\u00e9"), encodable("x\\ud800")
+    (True, False)
+    """
+    return not has_lone_surrogate(text)
+
+
+def shown(text: str, limit: int = 200) -> str:
+    """``text`` (a path, usually) as echoed in an error message: at most ``limit`` characters
+    plus an ellipsis, its first and last halves kept, so a huge input cannot flood a caller.
+
+    >>> shown("/srv/app")
+    '/srv/app'
+    >>> shown("abcdefghij", limit=4)
+    'ab…ij'
+    """
+    return text if len(text) <= limit else f"{text[: limit // 2]}…{text[-limit // 2 :]}"
+
+
+_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(text: str, limit: int = 24) -> str:
+    """Lower-case ASCII letters, digits and single dashes, at most ``limit`` characters; ``agent``
+    when nothing is left (tmux session names, Spawnea's branch names).
+
+    >>> slugify("Fix the Login bug!"), slugify("***")
+    ('fix-the-login-bug', 'agent')
+    """
+    slug = _SLUG_CHARS.sub("-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "agent"
+
+
 #: Characters that make a text need :func:`terminal_safe`'s work: C0 controls but ``\t`` and
 #: ``\n``, DEL, C1 controls, and surrogate code points (lone halves, or pairs not yet joined).
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from baton.engine.droid_find import FindCache, droid_find
-from baton.engine.droid_find_order import decode_cursor, encode_cursor
-from baton.engine.droid_find_page import RepoResolver
+from baton.engine.droid_mcp.find import FindCache, droid_find
+from baton.engine.droid_mcp.find_order import decode_cursor, encode_cursor
+from baton.engine.droid_mcp.find_page import RepoResolver
 from baton.errors import BatonError
-from baton.harnesses.droid_files import SessionFileIndex
-from baton.harnesses.droid_search import SearchResult, TranscriptSearch
+from baton.harnesses.droid.local.index import SessionFileIndex
+from baton.harnesses.droid.local.search import SearchResult, TranscriptSearch
 from tests.fakes import droid_sessions as fs
 
 T0 = time.time() - 86_400  # mtimes a day ago, one second apart

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from baton.harnesses.droid_rest import FactoryRest, FactoryRestError, SessionsApi
+from baton.harnesses.droid.rest import FactoryRest, FactoryRestError, SessionsApi
 from tests.fakes.factory_rest import DUMMY_KEY, FakeFactoryRest, FakeSession
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from baton.harnesses import droid_search
-from baton.harnesses.droid_search import TranscriptSearch, find_rg, spellings
+from baton.harnesses.droid.local import search as droid_search
+from baton.harnesses.droid.local.search import TranscriptSearch, find_rg, spellings
 
 
 def executable(path: Path) -> Path:

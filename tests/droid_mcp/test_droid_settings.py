@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from baton.harnesses.droid_settings import (
+from baton.harnesses.droid.local.user_settings import (
     base_url_host,
     custom_models,
     default_model,

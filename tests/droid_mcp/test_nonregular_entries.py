@@ -12,10 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from baton.harnesses.droid_files import SessionFileIndex, TranscriptReader
-from baton.harnesses.droid_records import read_head, read_settings
-from baton.harnesses.droid_search import TranscriptSearch
-from baton.harnesses.droid_settings import read_settings_file
+from baton.harnesses.droid.local.index import SessionFileIndex, TranscriptReader
+from baton.harnesses.droid.local.records import read_head, read_settings
+from baton.harnesses.droid.local.search import TranscriptSearch
+from baton.harnesses.droid.local.user_settings import read_settings_file
 from baton.harnesses.tmux.files import JsonlTail
 from baton.harnesses.tmux.seed import merge_json
 from baton.regular_files import NotRegularFile, open_regular

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from baton.engine.droid_find import droid_find
-from baton.harnesses.droid_files import SessionFileIndex, SessionRecord, local_resume_refusals
-from baton.harnesses.droid_search import TranscriptSearch, find_rg
-from baton.harnesses.droid_transcript import TranscriptReader
+from baton.engine.droid_mcp.find import droid_find
+from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord, local_resume_refusals
+from baton.harnesses.droid.local.search import TranscriptSearch, find_rg
+from baton.harnesses.droid.local.transcript import TranscriptReader
 from tests.droid_mcp.real_home import CONTENT_WORD, MISSION_ID, RealHome, build_real_home, opened
 from tests.fakes import model_server as model_server_module
 from tests.fakes.droid_env import droid_path, droid_skip_reason

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from baton.harnesses.droid_files import SessionFileIndex, SessionRecord, local_resume_refusals
+from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord, local_resume_refusals
 from tests.fakes import droid_sessions as fs
 
 HOUR_AGO = time.time() - 3600

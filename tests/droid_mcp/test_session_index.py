@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from baton.harnesses import droid_records
-from baton.harnesses.droid_files import SessionFileIndex, SessionRecord
+from baton.harnesses.droid.local import records as droid_records
+from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord
 from tests.fakes import droid_sessions as fs
 
 LATER_NS = 10_000_000_000  # a clock 10 s ahead: files written by the test are not "racy"
@@ -206,7 +206,7 @@ def test_repeat_scan_costs_one_stat_per_session_and_reads_nothing(
         return real_head(path)
 
     monkeypatch.setattr(os, "stat", counting_stat)
-    monkeypatch.setattr("baton.harnesses.droid_files.read_head", counting_head)
+    monkeypatch.setattr("baton.harnesses.droid.local.index.read_head", counting_head)
     second = index.scan()
     assert second is first
     assert reads == []

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from baton.errors import BatonError
-from baton.harnesses.droid_transcript import TranscriptReader
-from baton.harnesses.droid_transcript_cursor import TranscriptCursor
+from baton.harnesses.droid.local.cursor import TranscriptCursor
+from baton.harnesses.droid.local.transcript import TranscriptReader
 from tests.fakes import droid_sessions as fs
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from baton.errors import BatonError
-from baton.workspace_diff import workspace_diff
+from baton.git.diff import workspace_diff
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -161,7 +161,7 @@ def test_a_droid_worktree_record_is_diffed_only_when_git_confirms_it(
     """``droid_worktree`` trusts a session's ``worktree`` record only for a linked worktree of a
     repository inside the roots, with the session's cwd inside it (``engine/droid_mcp/diffs``)."""
     from baton.engine.droid_mcp.diffs import droid_worktree
-    from baton.harnesses.droid_files import SessionFileIndex
+    from baton.harnesses.droid.local.index import SessionFileIndex
     from tests.fakes import droid_sessions as fs
 
     linked = tmp_path / "worktrees" / "abc" / "repo"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from baton.harnesses.base import SessionSpec
-from baton.harnesses.droid import DroidHarness
+from baton.harnesses.droid.harness import DroidHarness
 from tests.fakes.droid_env import droid_path, droid_skip_reason
 from tests.fakes.model_server import DEFAULT_MODEL_ID, ScriptedModelServer, write_droid_settings
 from tests.harness_conformance import CASES, ConformanceTarget

@@ -38,7 +38,7 @@ from starlette.types import Message, Receive, Scope, Send
 from baton.config import Config
 from baton.engine.engine import Engine
 from baton.errors import ConfigError
-from baton.surfaces.controller import build_server
+from baton.surfaces.controller.server import build_server
 from baton.transports.http import (
     INTERNAL_ERROR_BODY,
     MAX_BODY_BYTES,

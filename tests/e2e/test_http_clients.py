@@ -30,7 +30,7 @@ import baton.engine.engine as engine_module
 from baton.config import Config
 from baton.engine.engine import Engine
 from baton.errors import BatonError
-from baton.surfaces.controller import build_server
+from baton.surfaces.controller.server import build_server
 from baton.transports.http import (
     INTERNAL_ERROR_BODY,
     REQUEST_TIMEOUT_S,

@@ -1,6 +1,6 @@
 """A fake Factory Sessions REST API on 127.0.0.1 for tests (the real one cannot be reached here).
 
-It serves the endpoints :mod:`baton.harnesses.droid_rest` uses, with the request and answer shapes
+It serves the endpoints :mod:`baton.harnesses.droid.rest` uses, with the request and answer shapes
 of Factory's public API reference, and only for requests carrying ``Authorization: Bearer <its
 key>``:
 

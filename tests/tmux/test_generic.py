@@ -450,7 +450,7 @@ def test_detaching_mid_turn_leaves_the_pane_running_and_the_turn_unknown(
 
 
 def test_launcher_refuses_a_missing_spec_file() -> None:
-    from baton.harnesses.tmux import launch
+    from baton.panes import launcher as launch
 
     done = subprocess.run(
         [sys.executable, "-I", "-S", launch.__file__, "/nonexistent/spec.json"],

@@ -21,12 +21,14 @@ from baton.harnesses.tmux.adapters import (
     TuiAdapter,
 )
 from baton.harnesses.tmux.files import FilesContext, JsonlTail, Rec, TurnTranscript, normalize
-from baton.harnesses.tmux.options import TmuxOptions, session_name, slugify
+from baton.harnesses.tmux.options import TmuxOptions
 from baton.harnesses.tmux.output import screen_answer
-from baton.harnesses.tmux.rawlog import RawLog
-from baton.harnesses.tmux.rawlog import __file__ as RAWLOG
-from baton.harnesses.tmux.redact import blank, clip_utf8, redact, secret_spans, secret_values
 from baton.harnesses.tmux.seed import merge_json, merge_toml
+from baton.panes.names import session_name
+from baton.panes.rawlog import RawLog
+from baton.panes.rawlog import __file__ as RAWLOG
+from baton.panes.redact import blank, clip_utf8, redact, secret_spans, secret_values
+from baton.text import slugify
 
 SCREENS = Path(__file__).parent / "screens"
 ADAPTERS: dict[str, TuiAdapter] = {

@@ -20,7 +20,7 @@ from mcp.types import TextContent
 
 from baton.config import Config
 from baton.engine.engine import Engine
-from baton.surfaces.controller import build_server
+from baton.surfaces.controller.server import build_server
 
 pytestmark = [pytest.mark.anyio]
 

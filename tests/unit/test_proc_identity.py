@@ -17,7 +17,7 @@ import psutil._pslinux as pslinux
 import pytest
 
 from baton import proc_identity
-from baton.harnesses.tmux import procs as tmux_procs
+from baton.panes import procs as tmux_procs
 from baton.proc_identity import LINUX, LinuxProc, ProcessIdentity, check, from_legacy, identify
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from baton.paging import utf16_len
-from baton.surfaces.controller_views import EVENT_LIMIT, VIEW_LIMIT, run_view
+from baton.surfaces.controller.views import EVENT_LIMIT, VIEW_LIMIT, run_view
 
 
 def row(**overrides: Any) -> dict[str, Any]:

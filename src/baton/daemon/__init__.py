@@ -12,7 +12,7 @@ Modules:
   ``baton approvals``; :mod:`baton.daemon.approvals`: finalization approvals over
   :mod:`baton.git`;
 - :mod:`baton.daemon.launch`: finding or starting the daemon for ``baton bridge``
-  (:mod:`baton.transports.bridge`);
+  (:mod:`baton.daemon.bridge`);
 - :mod:`baton.daemon.dashboard`: the dashboard's mount point.
 
 ``docs/daemon.md`` describes the commands, files and protocols.

@@ -23,7 +23,7 @@ from baton.dashboard.render import clip, decision_label
 from baton.errors import BatonError
 
 if TYPE_CHECKING:
-    from baton.dashboard.app import Deps
+    from baton.dashboard.deps import Deps
 
 COMMENT_MAX: Final = 2000
 ANSWER_MAX: Final = 4000

@@ -29,8 +29,6 @@ CSRF and headers (:class:`~baton.dashboard.access.Access`), then Starlette's rou
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
 from typing import Final
 
 from starlette.applications import Starlette
@@ -38,7 +36,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 from starlette.types import Receive, Scope, Send
 
 from baton.dashboard import actions, pages, sse
@@ -50,6 +47,7 @@ from baton.dashboard.auth import (
     LoginTokens,
     new_secret,
 )
+from baton.dashboard.deps import Deps
 from baton.dashboard.handshake import login_url
 from baton.dashboard.provider import DashboardProvider
 from baton.dashboard.render import STATIC_DIR, templates
@@ -77,18 +75,6 @@ _NOT_FOUND: Final = (
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     return HTMLResponse(_NOT_FOUND, status_code=404)
-
-
-@dataclass
-class Deps:
-    """What the routes share: the provider, the templates, how many pages are open (a stream
-    counts as one open page; Spawnea's ``deliveredToRenderer`` reads it), and whether the
-    server is stopping (open streams end at once instead of holding the shutdown)."""
-
-    provider: DashboardProvider
-    templates: Jinja2Templates
-    viewers: int = 0
-    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Dashboard:

@@ -3,7 +3,7 @@
 Sessions and turns come from the store (paged, one batched lookup per page); live state, event
 logs and pending prompts from :attr:`Engine.live <baton.engine.engine.Engine.live>`; answers go
 through :meth:`PendingPrompts.answer <baton.engine.prompts.PendingPrompts.answer>`, the same
-validation ``droid_respond`` uses; diffs through :func:`baton.workspace_diff.workspace_diff`.
+validation ``droid_respond`` uses; diffs through :func:`baton.git.diff.workspace_diff`.
 
 Finalization approvals come from W2-D's :class:`baton.git.Finalizations` when one is given;
 approving runs the request at once (``approve`` then ``execute``, in a worker thread: the library
@@ -49,16 +49,16 @@ from baton.dashboard.provider import (
     TurnSummary,
     UiState,
 )
-from baton.dashboard.queries import head_states, turn_rows
 from baton.engine.engine import Engine
 from baton.engine.eventlog import EventLog
 from baton.engine.live_session import LiveSession
 from baton.engine.recorder import RunRecorder
 from baton.errors import BatonError
 from baton.git import Finalizations
+from baton.git.diff import workspace_diff
 from baton.paths import managed_worktrees
 from baton.store import Row
-from baton.workspace_diff import workspace_diff
+from baton.store.run_reads import head_states, turn_rows
 
 #: Longest a wait goes without re-checking (seconds); see the module docstring.
 TICK_S = 0.25
@@ -344,7 +344,7 @@ class EngineProvider:
     async def diff(self, session_key: str) -> DiffView | None:
         """``git diff HEAD`` (new files included) of the session's workspace, if it is in a git
         working tree inside the approved roots or Baton's managed worktrees (nothing else is
-        opened). Raises ``BatonError`` as :func:`~baton.workspace_diff.workspace_diff` does."""
+        opened). Raises ``BatonError`` as :func:`~baton.git.diff.workspace_diff` does."""
         if (row := self.store.session(session_key)) is None:
             return None
         config = self.engine.config

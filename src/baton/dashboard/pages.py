@@ -19,7 +19,7 @@ from baton.dashboard.sse import BATCH, needs_signature, prompts_signature
 from baton.errors import BatonError
 
 if TYPE_CHECKING:
-    from baton.dashboard.app import Deps
+    from baton.dashboard.deps import Deps
 
 PAGE_SIZE: Final = 50
 """Sessions per page of the list."""

@@ -278,7 +278,7 @@ class DiffFileView:
 
 @dataclass(frozen=True, slots=True)
 class DiffView:
-    """A working-tree diff (:class:`baton.workspace_diff.WorkspaceDiff`): git's text, cut at
+    """A working-tree diff (:class:`baton.git.diff.WorkspaceDiff`): git's text, cut at
     its byte cap (``truncated``), and the changed files."""
 
     text: str

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from baton.dashboard.provider import Cursor, DashboardProvider, EventBatch, EventView
 
 if TYPE_CHECKING:
-    from baton.dashboard.app import Deps
+    from baton.dashboard.deps import Deps
 
 STREAM_MAX_S: Final = 600.0
 """A stream ends after this many seconds; the browser reconnects at once with its cursor."""

@@ -85,7 +85,7 @@ class Engine:
         set (``droid-mcp.md``, "Access at a glance")."""
         if self._droid_mcp is None:
             from baton.engine.droid_mcp.service import DroidMcp
-            from baton.harnesses.droid_rest import FactoryRest
+            from baton.harnesses.droid.rest import FactoryRest
 
             key = os.environ.get("FACTORY_API_KEY")
             rest = FactoryRest(self.config.droidMcp.factoryApiBaseUrl, key) if key else None

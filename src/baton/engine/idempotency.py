@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from baton.engine.clock import utc_now
 from baton.engine.policy import Expiring, IdempotencyRule, Permanent, ProcessEpoch
-from baton.engine.workspaces import shown
 from baton.errors import BatonError
 from baton.store import PendingIntent, Store
+from baton.text import shown
 
 
 @dataclass(frozen=True, slots=True)

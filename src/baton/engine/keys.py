@@ -29,9 +29,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from baton.engine.policy import DaemonLifetime, Expiring, KeyRule
-from baton.engine.workspaces import shown
 from baton.errors import BatonError
 from baton.store import PendingIntent, Store
+from baton.text import shown
 
 T = TypeVar("T")
 

@@ -27,7 +27,7 @@ from baton.engine.lease import WorkerLease
 from baton.engine.policy import SurfacePolicy
 from baton.engine.prompts import PendingPrompts
 from baton.engine.recorder import RunRecorder, TurnObserver
-from baton.harnesses.bounded import bounded
+from baton.limits import bounded
 from baton.store import Store
 from baton.supervisor import wire
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from baton.engine.clock import utc_now
-from baton.harnesses.bounded import TAIL_LIMIT, bounded
+from baton.limits import TAIL_LIMIT, bounded
 from baton.paging import tail
 from baton.store import Settlement, Store
 from baton.supervisor import wire

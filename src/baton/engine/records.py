@@ -1,6 +1,6 @@
 """What the controller's commands return: records of runs, rendered by the surface.
 
-The engine decides and records; ``baton.surfaces.controller_views`` turns these records into the
+The engine decides and records; ``baton.surfaces.controller.views`` turns these records into the
 contract's JSON (``controller-tools.md``, "Run view"). A record carries the stored row and, for a
 live run, the fresher in-memory progress that overrides it.
 """

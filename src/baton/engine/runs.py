@@ -25,12 +25,12 @@ from baton.engine.policy import CONTROLLER
 from baton.engine.recorder import RunRecorder
 from baton.engine.records import TERMINAL_STATES, CancelNote, ResultPage, RunPage, RunRecord
 from baton.engine.validation import OFFSET_MAX, check_request, effective_autonomy
-from baton.engine.workspaces import approve_workspace, check_workspace_spelling, shown
+from baton.engine.workspaces import approve_workspace, check_workspace_spelling
 from baton.errors import BatonError
 from baton.paging import page_utf16
 from baton.store import AcceptedRun
 from baton.supervisor import wire
-from baton.text import terminal_safe
+from baton.text import shown, terminal_safe
 
 if TYPE_CHECKING:
     from baton.engine.engine import Engine

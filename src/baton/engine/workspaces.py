@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from baton.errors import BatonError
 from baton.paths import is_within as is_within  # re-exported: older callers import it here
+from baton.text import shown
 
 
 def trees_overlap(a: str, b: str) -> bool:
@@ -37,11 +38,6 @@ Measured with the real Droid CLI 0.225.2 against the scripted model
 or not, fails every turn with ``ENAMETOOLONG: name too long, mkdir
 '~/.factory/sessions/-...'``. Only ``/`` is mapped, so the name is exactly as long as the
 path's UTF-8 encoding."""
-
-
-def shown(path: str, limit: int = 200) -> str:
-    """``path`` as echoed in an error message: bounded, so a huge input cannot flood a caller."""
-    return path if len(path) <= limit else f"{path[: limit // 2]}…{path[-limit // 2 :]}"
 
 
 def check_workspace_spelling(workspace: str) -> None:

@@ -35,7 +35,8 @@ from baton.git.errors import (
 )
 from baton.git.finalization import FinalizationOptions, Finalizations
 from baton.git.inspection import Inspection, inspect_worktree
-from baton.git.integrate import IntegrateOptions, IntegrationResult, integrate
+from baton.git.integrate import IntegrationResult, integrate
+from baton.git.integrate_steps import IntegrateOptions
 from baton.git.journal import Journal, JournalEntry, StepHook
 from baton.git.lock import IntegrationLock
 from baton.git.preflight import PreflightReport, merge_preview, preflight

@@ -39,7 +39,8 @@ from baton.git.errors import (
     UnknownRecord,
     error_json,
 )
-from baton.git.integrate import IntegrateOptions, IntegrationResult, integrate
+from baton.git.integrate import IntegrationResult, integrate
+from baton.git.integrate_steps import IntegrateOptions
 from baton.git.journal import Journal, JournalEntry, StepHook
 from baton.git.preflight import preflight
 from baton.git.records import WorktreeRecord, utc_now

@@ -15,7 +15,7 @@ from baton.harnesses.base import Harness
 
 
 def _droid(options: Mapping[str, Any]) -> Harness:
-    from baton.harnesses.droid import DroidHarness
+    from baton.harnesses.droid.harness import DroidHarness
     from baton.harnesses.droid.options import DroidOptions
 
     parsed = DroidOptions.parse(options)
@@ -32,7 +32,7 @@ def _tmux(options: Mapping[str, Any]) -> Harness:
 HARNESSES: dict[str, Callable[[Mapping[str, Any]], Harness]] = {"droid": _droid, "tmux": _tmux}
 
 #: The module each harness's factory imports (what :func:`preload` imports ahead of a job).
-MODULES: dict[str, str] = {"droid": "baton.harnesses.droid", "tmux": "baton.harnesses.tmux"}
+MODULES: dict[str, str] = {"droid": "baton.harnesses.droid.harness", "tmux": "baton.harnesses.tmux"}
 
 
 def preload(names: Iterable[str]) -> None:

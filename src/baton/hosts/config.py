@@ -22,7 +22,7 @@ from baton.errors import ConfigError
 from baton.paths import AbsolutePath
 
 if TYPE_CHECKING:
-    from baton.config import SpawneaConfig
+    from baton.config.spawnea import SpawneaConfig
 
 #: The id of the machine Baton runs on (the contract's ``serverId`` default).
 LOCAL_HOST_ID = "local"

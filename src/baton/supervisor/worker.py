@@ -39,10 +39,10 @@ from baton.harnesses.base import (
     ScreenState,
     TurnOutcome,
 )
-from baton.harnesses.bounded import TAIL_LIMIT
 from baton.harnesses.one_turn import run_one_turn
 from baton.harnesses.prompts import AskPolicy, AutoPolicy
 from baton.harnesses.registry import build_harness, preload
+from baton.limits import TAIL_LIMIT
 from baton.paging import tail
 from baton.supervisor import procs, wire
 from baton.text import clean

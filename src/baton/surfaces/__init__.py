@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _controller(engine: Engine) -> SurfaceServer:
-    from baton.surfaces.controller import build_server
+    from baton.surfaces.controller.server import build_server
 
     return build_server(engine)
 

@@ -23,7 +23,7 @@ tool-error envelope. Everything else is shared, so every surface answers the sam
 * a string that is not valid Unicode (an unpaired UTF-16 surrogate, sent as the JSON escape
   ``\\ud800``) is refused with an answer: ``invalid_argument`` inside tool arguments, ``-32602``
   anywhere else; over stdio such a line is no longer dropped before dispatch
-  (:func:`lenient_lines`);
+  (:func:`baton.transports.stdio.lenient_lines`);
 * an unexpected exception inside a tool is the surface's ``internal_error`` with a generic message,
   and inside any other handler the JSON-RPC ``-32603``; the traceback goes to the log only;
 * every tool result, answer or error, is built by :func:`tool_result`, which makes each string in
@@ -47,7 +47,6 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.models import InitializationOptions
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
@@ -60,8 +59,7 @@ from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from baton.errors import BatonError
-from baton.text import terminal_safe_json
-from baton.transports.stdio import lenient_lines
+from baton.text import encodable, terminal_safe_json
 
 log = logging.getLogger(__name__)
 
@@ -199,13 +197,6 @@ class SurfaceServer(MCPServer[Any], ABC):
         """What the server announces at initialization, for any transport that runs it."""
         return self._lowlevel_server.create_initialization_options(self.notification_options())
 
-    async def run_stdio_async(self) -> None:
-        """Serve over stdin/stdout like :meth:`MCPServer.run_stdio_async`, with lenient lines."""
-        async with stdio_server() as (read_stream, write_stream):
-            await self._lowlevel_server.run(
-                lenient_lines(read_stream), write_stream, self.initialization_options()
-            )
-
     async def _input_schema(self, name: str) -> dict[str, Any] | None:
         # Tools are registered once, at build time, so their schemas are read once (listing them
         # builds every Tool object: a measurable share of a fast call such as droid_status).
@@ -297,25 +288,17 @@ def _invalid_arguments(tool: str, cause: ValidationError) -> BatonError:
 def _lone_surrogates(value: Any, path: str) -> Iterator[str]:
     """Where in ``value`` (a JSON value) a string cannot be encoded as UTF-8, as a dotted path."""
     if isinstance(value, str):
-        if not _encodable(value):
+        if not encodable(value):
             yield path or "a string"
     elif isinstance(value, Mapping):
         for key, item in value.items():
             name = f"{path}.{_shown(key)}" if path else _shown(key)
-            if not _encodable(str(key)):
+            if not encodable(str(key)):
                 yield name
             yield from _lone_surrogates(item, name)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _lone_surrogates(item, f"{path}[{index}]")
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _shown(key: object) -> str:

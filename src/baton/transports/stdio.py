@@ -18,9 +18,13 @@ import logging
 from types import TracebackType
 
 import mcp_types
+from mcp.server.stdio import stdio_server
 from mcp.shared._stream_protocols import ReadStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+
+from baton.surfaces.base import SurfaceServer
+from baton.text import encodable
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +93,7 @@ def _reparsed(error: Exception) -> Item:
         log.warning("dropped a stdin line that is not a JSON-RPC message")
         return error
     request_id = getattr(message, "id", None)
-    if isinstance(request_id, str) and not _encodable(request_id):
+    if isinstance(request_id, str) and not encodable(request_id):
         log.warning("dropped a stdin message whose id is not valid Unicode; it cannot be answered")
         return error
     return SessionMessage(message)
@@ -109,9 +113,15 @@ def _refused_line(error: Exception) -> str | None:
     return line if isinstance(line, str) else None
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+async def serve_stdio(server: SurfaceServer) -> None:
+    """Serve ``server`` over stdin/stdout until stdin ends (``baton serve``'s stdio transport).
+
+    As ``MCPServer.run_stdio_async``, with :func:`lenient_lines` in front of dispatch, announcing
+    the surface's ``initialization_options()``. It runs the SDK's low-level ``Server.run`` through
+    ``MCPServer._lowlevel_server``, which is private: ``mcp`` is pinned, as for
+    :mod:`baton.transports.unix_socket`.
+    """
+    async with stdio_server() as (read_stream, write_stream):
+        await server._lowlevel_server.run(
+            lenient_lines(read_stream), write_stream, server.initialization_options()
+        )

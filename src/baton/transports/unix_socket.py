@@ -10,7 +10,7 @@ carries it, with :func:`baton.transports.stdio.lenient_lines` in front of dispat
 - a peer that disappears ends the connection quietly, without failing the server.
 
 The server is run with the SDK's low-level ``Server.run`` through ``MCPServer._lowlevel_server``,
-exactly as ``SurfaceServer.run_stdio_async`` does, announcing the surface's
+exactly as :func:`baton.transports.stdio.serve_stdio` does, announcing the surface's
 ``initialization_options()`` (Spawnea's say its tool list changes); that attribute is private,
 so ``mcp==2.3.0`` is pinned and ``tests/daemon`` covers the use. One ``MCPServer`` may serve
 several connections at once: ``Server.run`` keeps its per-connection state in the call (the

@@ -17,12 +17,12 @@ import os
 from collections.abc import Sequence
 
 from baton.engine.droid_mcp.routing import Target
+from baton.git.diff import WorkspaceDiff, workspace_diff
 from baton.git.errors import WorktreeError
 from baton.git.repo import entry_for, repo_paths, worktree_list
 from baton.git.runner import Git
-from baton.harnesses.droid_files import SessionRecord
+from baton.harnesses.droid.local.index import SessionRecord
 from baton.paths import is_within
-from baton.workspace_diff import WorkspaceDiff, workspace_diff
 
 
 def diff_place(target: Target, roots: Sequence[str]) -> tuple[str, list[str]] | None:
@@ -50,7 +50,7 @@ def session_diff(target: Target, roots: Sequence[str]) -> WorkspaceDiff | None:
     Raises
     ------
     BatonError
-        As :func:`~baton.workspace_diff.workspace_diff` (``workspace_not_approved`` outside the
+        As :func:`~baton.git.diff.workspace_diff` (``workspace_not_approved`` outside the
         roots or the worktree Droid reported).
     """
     place = diff_place(target, roots)

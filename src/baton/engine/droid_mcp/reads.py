@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from baton.engine.droid_find import FindCache, droid_find
 from baton.engine.droid_mcp.diffs import session_diff
+from baton.engine.droid_mcp.find import FindCache, droid_find
 from baton.engine.droid_mcp.rest_reads import add_children, final_text_rest, wait_rest
 from baton.engine.droid_mcp.routing import Target, unknown_session
 from baton.engine.eventlog import LogEvent
 from baton.errors import BatonError
-from baton.harnesses.droid_settings import (
+from baton.harnesses.droid.local.transcript import TranscriptReader
+from baton.harnesses.droid.local.user_settings import (
     custom_models,
     default_model,
     help_default_model,
@@ -33,7 +34,6 @@ from baton.harnesses.droid_settings import (
     read_settings_file,
     read_user_settings,
 )
-from baton.harnesses.droid_transcript import TranscriptReader
 from baton.paging import clip, page_utf8
 from baton.text import terminal_safe, terminal_safe_json
 
@@ -65,7 +65,7 @@ class DroidMcpReads:
     # -- droid_find --------------------------------------------------------------------------
 
     async def find(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Local sessions grouped in workstreams and repos (see :mod:`baton.engine.droid_find`);
+        """Local sessions grouped in workstreams and repos (see :mod:`baton.engine.droid_mcp.find`);
         with the REST API, each workstream also gets its ``children``
         (:func:`~baton.engine.droid_mcp.rest_reads.add_children`)."""
         own = frozenset(s.agent_id for s in self.service.own.open_sessions() if s.agent_id)

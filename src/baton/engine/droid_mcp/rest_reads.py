@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from baton.errors import BatonError
-from baton.harnesses.droid_rest import PAGE_MAX, FactoryRestError, SessionsApi
+from baton.harnesses.droid.rest import PAGE_MAX, FactoryRestError, SessionsApi
 from baton.paging import clip
 
 Json = dict[str, Any]

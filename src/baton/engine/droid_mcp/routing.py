@@ -19,7 +19,7 @@ from typing import Literal
 
 from baton.engine.droid_mcp.own import OwnSession
 from baton.errors import BatonError
-from baton.harnesses.droid_files import SessionRecord
+from baton.harnesses.droid.local.index import SessionRecord
 
 #: A Droid session id as Droid mints them (a UUID); anything else is refused before any lookup.
 SESSION_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}")

@@ -6,7 +6,7 @@ every such session is sent to through it (``via: "rest"``; REST applies autonomy
 spec model, ``useSpec`` and tool lists, and names every other setting as ignored). Without it, a
 session on this machine (a closed own session included) is resumed locally only with
 ``allowLocalResume: true`` and only when
-:func:`~baton.harnesses.droid_resume.local_resume_refusals` finds nothing against it; it then
+:func:`~baton.harnesses.droid.local.resume.local_resume_refusals` finds nothing against it; it then
 becomes an own session (``via: "local-resume"``). A session on neither side is ``rest_required``;
 one Baton ran here whose transcript is gone is ``local_resume_refused`` (``transcript_missing``).
 """
@@ -23,8 +23,8 @@ from baton.engine.droid_mcp.routing import Target, transcript_missing, unknown_s
 from baton.engine.droid_mcp.settings import Settings
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
-from baton.harnesses.droid_rest import FactoryRestError, SessionsApi
-from baton.harnesses.droid_resume import local_resume_refusals
+from baton.harnesses.droid.local.resume import local_resume_refusals
+from baton.harnesses.droid.rest import FactoryRestError, SessionsApi
 
 if TYPE_CHECKING:
     from baton.engine.droid_mcp.service import DroidMcp

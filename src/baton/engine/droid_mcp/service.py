@@ -31,8 +31,8 @@ from baton.engine.policy import Expiring
 from baton.engine.validation import AUTONOMY_LEVELS
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
-from baton.harnesses.droid_files import SessionFileIndex
-from baton.harnesses.droid_rest import FactoryRestError, SessionsApi
+from baton.harnesses.droid.local.index import SessionFileIndex
+from baton.harnesses.droid.rest import FactoryRestError, SessionsApi
 
 if TYPE_CHECKING:
     from baton.engine.engine import Engine

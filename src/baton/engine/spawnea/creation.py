@@ -28,7 +28,8 @@ from baton.engine.spawnea.hosted import HostedSession
 from baton.engine.spawnea.scope import Scope
 from baton.errors import BatonError
 from baton.harnesses.base import HarnessError, SessionSpec
-from baton.harnesses.tmux import check_attachment, session_name
+from baton.harnesses.tmux import check_attachment
+from baton.panes.names import session_name
 
 log = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ class Finalizer:
 
     def make(self, session_key: str, project: Any, base: str | None, name: str) -> dict[str, Any]:
         """Create the managed worktree of a new session (blocking). Returns its view."""
-        from baton.harnesses.tmux.options import slugify
+        from baton.text import slugify
 
         base_branch = base or project.baseBranch or _current_branch(project.path)
         root = worktrees_root(self.service.config.stateDirectory)

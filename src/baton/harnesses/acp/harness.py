@@ -36,9 +36,9 @@ from baton.harnesses.base import (
     SessionSink,
     SessionSpec,
 )
-from baton.harnesses.tmux import procs
-from baton.harnesses.tmux.driver import TmuxError, TmuxServer
-from baton.harnesses.tmux.options import session_name
+from baton.panes import procs
+from baton.panes.names import session_name
+from baton.panes.server import TmuxError, TmuxServer
 
 #: Variables of Baton's own terminal that must not reach the agent.
 _NOT_INHERITED = ("TMUX", "TMUX_PANE", "TERM_PROGRAM", "TERM_PROGRAM_VERSION")

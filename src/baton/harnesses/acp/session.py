@@ -58,8 +58,8 @@ from baton.harnesses.base import (
     TurnOutcome,
     Unknown,
 )
-from baton.harnesses.tmux import procs
-from baton.harnesses.tmux.driver import TmuxServer
+from baton.panes import procs
+from baton.panes.server import TmuxServer
 
 
 class AcpAgentSession:

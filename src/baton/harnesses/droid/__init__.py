@@ -1,6 +1,7 @@
-"""The Droid harness (``droid exec`` stream-jsonrpc through ``droid-sdk``)."""
+"""The Droid harness (``droid exec`` stream-jsonrpc through ``droid-sdk``): everything of Droid's.
 
-from baton.harnesses.droid.harness import DroidHarness
-from baton.harnesses.droid.session import DroidSession
-
-__all__ = ["DroidHarness", "DroidSession"]
+Import the submodules themselves (:mod:`~baton.harnesses.droid.harness` for
+:class:`~baton.harnesses.droid.harness.DroidHarness`). This ``__init__`` imports nothing, because
+the harness pulls in ``droid_sdk`` (about half a second of imports) and the local-file readers
+under :mod:`baton.harnesses.droid.local` must not pay for it.
+"""

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from baton.harnesses.base import PromptRequest, PromptResponse
-from baton.harnesses.bounded import bounded
+from baton.limits import bounded
 from baton.text import clean_json
 
 #: ``riskLevelReason`` prefixes of requests raised by Droid's own command policy.

@@ -14,7 +14,7 @@ from baton.harnesses.tmux.harness import (
     capabilities_for,
     check_attachment,
 )
-from baton.harnesses.tmux.options import Attachment, TmuxOptions, session_name
+from baton.harnesses.tmux.options import Attachment, TmuxOptions
 from baton.harnesses.tmux.output import CompactOutput
 from baton.harnesses.tmux.session import RawOutput, TmuxAgentSession, TurnRecord
 
@@ -32,5 +32,4 @@ __all__ = [
     "TurnRecord",
     "capabilities_for",
     "check_attachment",
-    "session_name",
 ]

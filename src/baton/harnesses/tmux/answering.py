@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from baton.harnesses.tmux.adapters.base import Screen
 from baton.harnesses.tmux.adapters.dialogs import Answer
-from baton.harnesses.tmux.driver import TmuxError
 from baton.harnesses.tmux.monitor import Observation
 from baton.harnesses.tmux.pane_context import PaneContext
+from baton.panes.server import TmuxError
 
 #: How long the screen is watched for the dialog to go away after an answer (s).
 TAKEN_WAIT_S = 3.0

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from baton.harnesses.tmux.adapters.base import TuiAdapter
-from baton.harnesses.tmux.driver import TmuxError, TmuxPane
 from baton.harnesses.tmux.files import TurnTranscript
 from baton.harnesses.tmux.monitor import BUSY_TICK_S, Observation, PaneMonitor
+from baton.panes.server import TmuxError, TmuxPane
 
 #: How long a paste may take to show in the input box before Enter is sent anyway (s).
 LANDING_S = 10.0

@@ -33,17 +33,17 @@ from baton.harnesses.base import (
     SessionSink,
     SessionSpec,
 )
-from baton.harnesses.tmux import launch as launcher
-from baton.harnesses.tmux import procs, rawlog
 from baton.harnesses.tmux.adapters import Screen, TuiAdapter, adapter_for
 from baton.harnesses.tmux.adapters.generic import GenericAdapter
-from baton.harnesses.tmux.driver import TmuxError, TmuxServer
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
-from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions, session_name
+from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.harnesses.tmux.redact import redact, secret_values
 from baton.harnesses.tmux.session import TmuxAgentSession
+from baton.panes import launcher, procs, rawlog
+from baton.panes.names import session_name
+from baton.panes.redact import redact, secret_values
+from baton.panes.server import TmuxError, TmuxServer
 
 #: Variables of Baton's own terminal that must not reach a pane (tmux sets the pane's own).
 _NOT_INHERITED = ("TMUX", "TMUX_PANE", "TERM", "COLORTERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION")

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 
 from baton.aio import cancel_and_wait
 from baton.harnesses.base import ScreenState
-from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
-from baton.harnesses.tmux.driver import TmuxError, TmuxPane
-from baton.harnesses.tmux.rawlog import RawLog
+from baton.panes import procs
+from baton.panes.rawlog import RawLog
+from baton.panes.server import TmuxError, TmuxPane
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,6 @@ typo never silently changes behaviour.
 from __future__ import annotations
 
 import re
-import secrets
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,7 +18,6 @@ AdapterName = Literal["droid", "claude", "codex", "generic"]
 
 #: tmux session names: no ``.`` or ``:`` (they are target separators); kept to a safe alphabet.
 _SESSION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-_SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 
 
 def _absolute(value: str) -> str:
@@ -46,20 +44,6 @@ def _socket(value: str) -> str:
 AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 SocketPath = Annotated[str, AfterValidator(_socket)]
 Pattern = Annotated[str, AfterValidator(_regex)]
-
-
-def slugify(text: str, limit: int = 24) -> str:
-    """Lower-case ASCII letters, digits and single dashes, at most ``limit`` characters."""
-    slug = _SLUG_CHARS.sub("-", text.lower()).strip("-")[:limit].strip("-")
-    return slug or "agent"
-
-
-def session_name(slug: str, short_id: str | None = None) -> str:
-    """The predictable tmux session name ``baton-<slug>-<short id>`` (WAVE2 §9.1).
-
-    ``slug`` is slugified; ``short_id`` defaults to 8 random hex digits.
-    """
-    return f"baton-{slugify(slug)}-{short_id or secrets.token_hex(4)}"
 
 
 class Attachment(BaseModel):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from baton.harnesses.tmux.files import normalize
-from baton.harnesses.tmux.redact import clip_utf8, redact
+from baton.panes.redact import clip_utf8, redact
 from baton.text import terminal_safe
 
 #: Bound of a compact answer (UTF-8 bytes; the head is dropped first and counted in ``omitted``).

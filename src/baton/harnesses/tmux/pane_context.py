@@ -6,13 +6,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.adapters.base import TuiAdapter
-from baton.harnesses.tmux.driver import TmuxPane, TmuxServer
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
 from baton.harnesses.tmux.options import Attachment, TmuxOptions
-from baton.harnesses.tmux.rawlog import RawLog
+from baton.panes import procs
+from baton.panes.rawlog import RawLog
+from baton.panes.server import TmuxPane, TmuxServer
 
 #: How long a snapshot of the pane's process tree is reused (s): walking it reads all of /proc.
 _TREE_TTL_S = 2.0

@@ -19,14 +19,14 @@ from typing import Any
 
 from baton.harnesses.base import Failed, ScreenState, SessionSink, TurnInput, TurnOutcome
 from baton.harnesses.keys import unknown_keys
-from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.answering import TYPED_MAX, AnswerResult, answer
-from baton.harnesses.tmux.driver import TmuxError
 from baton.harnesses.tmux.monitor import Observation
 from baton.harnesses.tmux.output import CompactOutput
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.harnesses.tmux.redact import blank, redact, secret_spans
 from baton.harnesses.tmux.turn import TurnControl, TurnRun
+from baton.panes import procs
+from baton.panes.redact import blank, redact, secret_spans
+from baton.panes.server import TmuxError
 
 #: How long :meth:`TmuxAgentSession.submit` waits for a busy screen to go idle first (s).
 _IDLE_WAIT_S = 5.0

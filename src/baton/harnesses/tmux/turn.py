@@ -33,11 +33,11 @@ from baton.harnesses.base import (
     Unknown,
 )
 from baton.harnesses.tmux.delivery import Delivery, deliver
-from baton.harnesses.tmux.driver import TmuxError
 from baton.harnesses.tmux.files import Rec, TurnFacts, TurnTranscript
 from baton.harnesses.tmux.monitor import BUSY_TICK_S, Observation
 from baton.harnesses.tmux.output import CompactOutput, compact, screen_answer
 from baton.harnesses.tmux.pane_context import PaneContext
+from baton.panes.server import TmuxError
 
 #: After the done record, how long a screen that still shows work is believed over the record (s).
 SCREEN_LAG_S = 10.0

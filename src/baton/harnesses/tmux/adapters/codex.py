@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.adapters.base import Launch, TuiAdapter
 from baton.harnesses.tmux.files import (
     DoneKind,
@@ -36,6 +35,7 @@ from baton.harnesses.tmux.files import (
     iso_time,
 )
 from baton.harnesses.tmux.seed import codex_model_upgrade, merge_toml
+from baton.panes import procs
 
 #: User-role items Codex writes itself (context, interrupt notices): never a prompt of ours.
 _SYNTHETIC = ("<environment_context>", "<turn_aborted>", "<user_instructions>", "# AGENTS.md")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from baton.harnesses.droid_records import AUTONOMY_LEVELS, SessionRecord
+from baton.harnesses.droid.local.records import AUTONOMY_LEVELS, SessionRecord
 
 RefusalCode = Literal[
     "settings_unreadable",

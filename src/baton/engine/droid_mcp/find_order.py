@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 
 from baton.errors import BatonError
-from baton.harnesses.droid_files import SessionRecord
+from baton.harnesses.droid.local.index import SessionRecord
 
 CURSOR_MAX_CHARS = 2048
 

@@ -1,5 +1,6 @@
 """The cursor of a Droid transcript: a line, not a byte offset, since Droid rewrites line 0 in
-place when the title changes (:mod:`baton.harnesses.droid_transcript`, whose facts it relies on).
+place when the title changes (:mod:`baton.harnesses.droid.local.transcript`, whose facts it
+relies on).
 """
 
 from __future__ import annotations

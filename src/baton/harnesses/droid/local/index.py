@@ -15,9 +15,9 @@ needs mission roles, subagents and archived sessions) at 10 000 sessions; this i
 parsed and revalidates with ``stat``.
 
 This module is the droid-mcp file layer's front door: it re-exports the record, transcript,
-settings and resume-guard names of :mod:`~baton.harnesses.droid_records`,
-:mod:`~baton.harnesses.droid_transcript` (and its cursor),
-:mod:`~baton.harnesses.droid_settings` and :mod:`~baton.harnesses.droid_resume`.
+settings and resume-guard names of :mod:`~baton.harnesses.droid.local.records`,
+:mod:`~baton.harnesses.droid.local.transcript` (and its cursor),
+:mod:`~baton.harnesses.droid.local.user_settings` and :mod:`~baton.harnesses.droid.local.resume`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.harnesses.droid_records import (
+from baton.harnesses.droid.local.cursor import TranscriptCursor
+from baton.harnesses.droid.local.records import (
     AUTONOMY_LEVELS,
     SessionRecord,
     Sig,
@@ -40,16 +41,8 @@ from baton.harnesses.droid_records import (
     read_settings,
     stat_sig,
 )
-from baton.harnesses.droid_resume import ResumeRefusal, local_resume_refusals
-from baton.harnesses.droid_settings import (
-    HelpModel,
-    custom_models,
-    default_model,
-    help_default_model,
-    parse_exec_help,
-    read_user_settings,
-)
-from baton.harnesses.droid_transcript import (
+from baton.harnesses.droid.local.resume import ResumeRefusal, local_resume_refusals
+from baton.harnesses.droid.local.transcript import (
     FinishedTurn,
     PendingTool,
     TranscriptEvent,
@@ -57,7 +50,14 @@ from baton.harnesses.droid_transcript import (
     TranscriptReader,
     TranscriptStatus,
 )
-from baton.harnesses.droid_transcript_cursor import TranscriptCursor
+from baton.harnesses.droid.local.user_settings import (
+    HelpModel,
+    custom_models,
+    default_model,
+    help_default_model,
+    parse_exec_help,
+    read_user_settings,
+)
 
 __all__ = [
     "AUTONOMY_LEVELS",

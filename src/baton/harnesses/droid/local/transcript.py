@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from baton.errors import BatonError
-from baton.harnesses.droid_jsonl import Line, Record, lines, read_header, record
-from baton.harnesses.droid_transcript_cursor import START, TranscriptCursor
+from baton.harnesses.droid.local.cursor import START, TranscriptCursor
+from baton.harnesses.droid.local.lines import Line, Record, lines, read_header, record
 from baton.paging import clip, utf16_len
 from baton.regular_files import open_regular
 

@@ -1,4 +1,4 @@
-"""Read-only store queries the dashboard needs and :class:`baton.store.Store` does not offer yet.
+"""Read-only run queries of fixed cost, beside :class:`baton.store.Store`'s named queries.
 
 Both exist so a page costs a fixed number of queries whatever the history holds:
 
@@ -8,8 +8,7 @@ Both exist so a page costs a fixed number of queries whatever the history holds:
   selects ``runs.*``, and one turn's ``result_text`` can be megabytes).
 
 They only read, through the store's own connection, on the event loop like every other store
-call. They belong beside ``Store.sessions_page`` in ``baton.store.sessions``/``runs`` once the
-dashboard is merged; they are here so this branch touches nothing outside the dashboard.
+call. The dashboard's pages use them (:mod:`baton.dashboard.engine_provider`).
 """
 
 from __future__ import annotations

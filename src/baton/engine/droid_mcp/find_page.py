@@ -5,7 +5,7 @@ workstream group is the sessions sharing a missionId; the other sessions are gro
 nearest ancestor of the cwd that contains ``.git`` (the cwd itself when there is none or the cwd
 is gone). The answer is kept to about :data:`OUTPUT_BUDGET` bytes by ending the page early
 (``truncated: true``; the cursor then continues after the last session shown, so nothing is
-lost). Session and group shapes are in :mod:`baton.engine.droid_find`.
+lost). Session and group shapes are in :mod:`baton.engine.droid_mcp.find`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from baton.engine.droid_find_order import SortKey, encode_cursor
-from baton.harnesses.droid_files import SessionRecord
+from baton.engine.droid_mcp.find_order import SortKey, encode_cursor
+from baton.harnesses.droid.local.index import SessionRecord
 from baton.paging import clip
+from baton.paths import nearest_repo
 
 #: About how large one answer may be, in UTF-8 bytes of compact JSON (droid-mcp: ~8 KB).
 OUTPUT_BUDGET = 8192
@@ -50,23 +51,12 @@ class RepoResolver:
             hit = self._cache.get(cwd)
             if hit is not None and hit[0] > now:
                 return hit[1]
-        repo = _nearest_git(cwd)
+        repo = nearest_repo(cwd) or os.path.normpath(cwd)
         with self._lock:
             if len(self._cache) > 50_000:
                 self._cache.clear()
             self._cache[cwd] = (now + self._ttl, repo)
         return repo
-
-
-def _nearest_git(cwd: str) -> str:
-    current = os.path.normpath(cwd)
-    while True:
-        if os.path.lexists(os.path.join(current, ".git")):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return os.path.normpath(cwd)
-        current = parent
 
 
 def render_page(

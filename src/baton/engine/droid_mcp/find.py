@@ -26,8 +26,8 @@ search hit its timeout.
 
 This module owns the tool's arguments, the selection (filters, query and content search) and
 what a server keeps between calls (:class:`FindCache`). The order and cursor are
-:mod:`baton.engine.droid_find_order`; grouping a page and keeping it within the size budget is
-:mod:`baton.engine.droid_find_page`.
+:mod:`baton.engine.droid_mcp.find_order`; grouping a page and keeping it within the size budget is
+:mod:`baton.engine.droid_mcp.find_page`.
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from baton.engine.droid_find_order import SortKey, decode_cursor, order_sessions
-from baton.engine.droid_find_page import OUTPUT_BUDGET, RepoResolver, render_page
+from baton.engine.droid_mcp.find_order import SortKey, decode_cursor, order_sessions
+from baton.engine.droid_mcp.find_page import OUTPUT_BUDGET, RepoResolver, render_page
 from baton.engine.workspaces import is_within
 from baton.errors import BatonError
-from baton.harnesses.droid_files import SessionFileIndex, SessionRecord
-from baton.harnesses.droid_search import TranscriptSearch, find_rg
+from baton.harnesses.droid.local.index import SessionFileIndex, SessionRecord
+from baton.harnesses.droid.local.search import TranscriptSearch, find_rg
 
 SCOPES: tuple[str, ...] = ("workstreams", "sessions", "all")
 DEFAULT_LIMIT = 40

@@ -22,7 +22,7 @@ from baton.engine.engine import Engine
 from baton.engine.intents import TurnRequest
 from baton.errors import BatonError
 from baton.surfaces.base import SurfaceServer, tool_result
-from baton.surfaces.controller_views import render_list, render_result, render_run
+from baton.surfaces.controller.views import render_list, render_result, render_run
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from baton.engine.records import TERMINAL_STATES, ResultPage, RunPage, RunRecord
-from baton.harnesses.bounded import TAIL_LIMIT, bounded
+from baton.limits import TAIL_LIMIT, bounded
 from baton.paging import tail, utf16_len
 from baton.text import terminal_safe
 

@@ -27,8 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from baton.engine.workspaces import is_within, shown
 from baton.errors import BatonError
+from baton.paths import is_within
+from baton.text import shown
 
 #: Bytes of diff text kept; beyond it the diff is cut (``truncated``) at a UTF-8 boundary.
 DIFF_MAX_BYTES = 1024 * 1024

@@ -1,0 +1,1 @@
+"""The controller surface (``shared/spec/controller-tools.md``): its tools and its run views."""
