@@ -25,6 +25,7 @@ import pytest
 from tests.e2e.baton_client import FAKE_DROID, REPO, server_env, write_config
 from tests.e2e.processes import kill_tagged, pid_alive, wait_until_gone
 from tests.e2e.raw_server import RawServer, run_server
+from tests.fakes.history import damage_page_far_from_header, seed_history
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -175,6 +176,32 @@ def test_garbage_database_is_refused_and_left_as_it_was(host: Host) -> None:
     assert "left untouched" in refused.stderr.decode()
     assert host.db.read_bytes() == garbage
     assert not Path(f"{host.db}-wal").exists()
+
+
+def test_a_big_database_damaged_far_from_its_header_is_refused_before_any_run(
+    host: Host,
+) -> None:
+    # Open checks only the header and schema (constant time); the whole-file check runs while
+    # the server starts serving, and the first write waits for it. A start sent at once must
+    # come to nothing: no run, no agent, the file as it was, and the start-up refusal's exit.
+    damage_page_far_from_header(seed_history(host.db.parent, 3000))
+    before = host.db.read_bytes()
+    server = RawServer(host.config, host.env)
+    try:
+        server.initialize()  # may already find the server gone: either is a refusal
+        view = server.tool(
+            "droid_start",
+            {"requestKey": "k-1", "workspace": str(host.workspace), "prompt": "FAKE:text=ok"},
+        )
+        code = server.proc.wait(60)
+    finally:
+        stderr = server.stderr_text()
+        server.close()
+    assert view is None or view["error"]["code"] == "internal_error", view
+    assert code == 3, stderr
+    assert "failed its integrity check" in stderr or "not a usable SQLite database" in stderr
+    assert not host.log.exists()  # the fake Droid never started
+    assert host.db.read_bytes() == before
 
 
 # -- cancellation paths ---------------------------------------------------------------------

@@ -22,6 +22,7 @@ left, and only because the process they name is gone (:func:`runtime_file.daemon
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -106,6 +107,8 @@ class Daemon:
         self.dashboard_url: str | None = None
         self._stop: anyio.Event | None = None
         self._stop_requested = False
+        #: Set if the whole-file integrity check failed while serving (the daemon then stops).
+        self.refused: StateError | None = None
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -235,6 +238,7 @@ class Daemon:
                 log.warning("gateway disabled (%s)", disabled_by(self._env))
             self._start_http(tg)
             tg.start_soon(approvals.resume_interrupted)
+            tg.start_soon(self._refuse_if_corrupt)
             if self._handle_signals:
                 tg.start_soon(self._watch_signals)
             where = f"gateway {paths.socket}" if self.gateway_enabled else "gateway disabled"
@@ -269,6 +273,16 @@ class Daemon:
             if surface is None:
                 raise StateError(f"surface {name} of daemon.httpSurface is not available")
             tg.start_soon(serve_http, surface.build_connection(name, name), self.config)
+
+    async def _refuse_if_corrupt(self) -> None:
+        """Stop the daemon if the whole-file integrity check, running while it serves, fails
+        (no write happened before its verdict: ``baton.store.integrity``)."""
+        try:
+            await asyncio.wrap_future(self.store.integrity_verdict())
+        except StateError as exc:
+            log.error("stopping: %s", exc)
+            self.refused = exc
+            self.stop()
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -357,6 +371,9 @@ def run_daemon(config: Config, *, exit_state: int, exit_config: int) -> int:
         return exit_state
     try:
         anyio.run(daemon.run)
+        if daemon.refused is not None:
+            print(f"baton: {daemon.refused}", file=sys.stderr)
+            return exit_state
     except (ConfigError, StateError, BaseExceptionGroup) as exc:
         problems = errors_within(exc, ConfigError, StateError)
         if not problems:

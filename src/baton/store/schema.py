@@ -208,3 +208,7 @@ END;
 #: MIGRATIONS[i] takes the schema from version i to i + 1.
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7]
 SCHEMA_VERSION = len(MIGRATIONS)
+#: The tables of schema SCHEMA_VERSION (checked at every open: ``baton.store.integrity``).
+TABLES = frozenset(
+    {"runs", "sessions", "intents", "run_counts", "workers", "worktrees", "finalizations"}
+)
