@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import gc
 import logging
 import os
 import secrets
@@ -289,6 +290,10 @@ async def _serve_async(
     engine: Engine, config: Config, release: Callable[[], None], surface: str
 ) -> None:
     server = SURFACES[surface](engine)
+    # What exists now (modules, schemas, the server) lives as long as the process: leave it out
+    # of every later collection, which would otherwise traverse ~90k objects (a full one took
+    # ~20 ms on the event loop, measured under the concurrency benchmark).
+    gc.freeze()
     engine.workers.prime()  # the first run should not wait for a worker's imports
     async with anyio.create_task_group() as tg:
 

@@ -210,9 +210,19 @@ class RunQueries(StoreCore):
         """The settings the agent read back for this run."""
         self._update(run_id, "settings_json = ?", (dumps(settings),))
 
-    def save_progress(self, run_id: str, events: Sequence[dict[str, Any]], text_tail: str) -> None:
-        """The latest events and text tail of a live run (coalesced by the caller)."""
-        self._update(run_id, "events_json = ?, text_tail = ?", (dumps(list(events)), text_tail))
+    def save_progress_many(
+        self, progress: Sequence[tuple[str, Sequence[dict[str, Any]], str]]
+    ) -> None:
+        """The latest ``(run_id, events, text_tail)`` of live runs, in one transaction (coalesced
+        by the caller: ``baton.engine.recorder.ProgressFlusher``)."""
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE runs SET events_json = ?, text_tail = ? WHERE run_id = ?",
+                [
+                    (dumps(list(events)), text_tail, run_id)
+                    for run_id, events, text_tail in progress
+                ],
+            )
 
     def save_declined(
         self,
