@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -210,6 +211,7 @@ class Daemon:
             # First: a dashboard port that cannot be bound refuses the start before any client
             # can find this daemon (and before spare workers are started).
             await self._start_dashboard(tg)
+            gc.freeze()  # start-up's objects live as long as we do: out of every collection
             self.engine.workers.prime()
             record = {
                 "pid": os.getpid(),
