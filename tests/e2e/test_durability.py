@@ -333,6 +333,34 @@ def test_worker_kill9_settles_the_run_and_kills_its_group(host: Host) -> None:
     assert not alive
 
 
+def test_the_replacement_spare_worker_starts_after_the_turn_not_during_it(host: Host) -> None:
+    # A spare's imports take ~0.4 s of CPU; started while the agent works, they slow its turn.
+    server = host.server()
+
+    def workers() -> list[psutil.Process]:
+        return [
+            p
+            for p in psutil.Process(server.pid).children()
+            if "baton.supervisor.worker" in " ".join(p.cmdline())
+        ]
+
+    try:
+        run = host.start(server, "spare-1", "FAKE:events=150,100")  # 1.5 s of streaming
+        streaming = wait_view(server, run["runId"], lambda v: len(v["textTail"]) >= 20)
+        # The run's worker took the start-up spare; no other may exist yet.
+        during = [bool(p.children()) for p in workers()]
+        view = terminal(server, run["runId"])
+        deadline = time.monotonic() + 20
+        while not [p for p in workers() if not p.children()] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spares = [p for p in workers() if not p.children()]
+    finally:
+        server.close()
+    assert not streaming["terminal"] and view["state"] == "succeeded"
+    assert during == [True]  # one worker, running the agent
+    assert spares  # and once the turn is over, a spare is ready for the next run
+
+
 def test_run_timeout_ends_timed_out(tmp_path: Path) -> None:
     host = Host(tmp_path, runTimeoutMs=1500)
     server = host.server()
