@@ -8,8 +8,9 @@ and ``FACTORY_AIRGAP_ENABLED=1``. The script streams a short answer in three chu
 Through Baton (stdio, official MCP client, model named explicitly, catalogue warmed first, the
 run polled every :data:`POLL_S`): the total runs from just before ``tools/call droid_start`` to
 the run's terminal time, which is ``finishedAt`` (the moment the terminal state was committed,
-UTC ms) mapped onto the monotonic clock. The bare baseline, interleaved in the same run, spawns the same binary with the same
-settings, HOME and prompt through ``droid_sdk`` and stops at Droid's ``agent_turn_completed``.
+UTC ms) mapped onto the monotonic clock. The bare baseline, interleaved in the same run, spawns
+the same binary with the same settings, HOME and prompt through ``droid_sdk`` and stops at
+Droid's ``agent_turn_completed``.
 
 The split: **Droid's part** is the bare turn (spawn → initialize → prompt → model → completed),
 **Baton's part** is Baton's total minus that. Timestamps of the model server's first request of
