@@ -129,16 +129,13 @@ class ControllerRuns:
         """The effective intent: host defaults filled in, ceiling and model checked.
 
         Raises ``autonomy_above_ceiling``, ``unknown_model``, ``unsupported_reasoning`` or
-        ``model_discovery_failed`` (``StateError`` if the database failed its integrity check).
-        The only ``await`` before a start or continue commits.
+        ``model_discovery_failed`` (or ``StateError``). The only ``await`` before a commit.
         """
         autonomy = effective_autonomy(request.autonomy, self.config)
         effort = request.reasoning_effort or self.config.reasoningEffort
         if request.model is not None:
             await self.engine.catalogue.check(request.model, effort)
-        verdict = self.store.integrity_verdict()
-        if not verdict.done():  # just after a start: wait here, not blocking other calls
-            await asyncio.wrap_future(verdict)
+        await self.store.writable()  # just after a start: wait here, not blocking other calls
         return Intent(
             operation,
             target,

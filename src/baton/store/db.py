@@ -9,6 +9,7 @@ is never reset. What is checked at open and what before the first write:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sqlite3
@@ -100,6 +101,14 @@ class StoreCore:
         self._db = db
         if fresh:
             fsync_directory(self.directory)
+
+    async def writable(self) -> None:
+        """Wait, without blocking the event loop, for the integrity verdict (at once if it is
+        in). Raises the refusal (:class:`StateError`) if the file failed it."""
+        verdict = self.integrity_verdict()
+        if not verdict.done():
+            await asyncio.wrap_future(verdict)
+        verdict.result()
 
     def integrity_verdict(self) -> Future[None]:
         """Resolves once the whole file has been checked: None, or the refusal

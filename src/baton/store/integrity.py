@@ -24,8 +24,10 @@ run at open, it made every restart wait for it. What is checked when:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import sys
 import threading
 from concurrent.futures import CancelledError, Future
 from pathlib import Path
@@ -116,6 +118,22 @@ def quick_check(db: sqlite3.Connection, path: Path) -> None:
         raise failed(path, str(finding))
 
 
+#: Nice value of the checking thread: it yields the CPU to serving (start-up imports, tool calls)
+#: and still has all of an idle machine. 10 keeps ~10% of a core against one busy thread.
+CHECK_NICENESS = 10
+
+
+def _lower_this_threads_priority() -> None:
+    """Give the calling thread :data:`CHECK_NICENESS` (Linux: the nice value is per thread).
+
+    Elsewhere a thread id is no process id, and ``setpriority`` could reach another process:
+    nothing is done there.
+    """
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CHECK_NICENESS)
+
+
 class IntegrityCheck:
     """``PRAGMA quick_check`` of ``path`` in a background thread; writes wait for its verdict.
 
@@ -138,6 +156,7 @@ class IntegrityCheck:
 
     def _run(self) -> None:
         outcome: StateError | None = None
+        _lower_this_threads_priority()
         try:
             with self._lock:
                 if self.verdict.cancelled():
