@@ -32,6 +32,7 @@ from bench import (
     real_turn,
     sessions,
     spawnea,
+    ssh_host,
     start_overhead,
     tmux_harness,
     tool_overhead,
@@ -57,6 +58,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     bridge_overhead.NAME: bridge_overhead.run,
     dashboard.NAME: dashboard.run,
     spawnea.NAME: spawnea.run,
+    ssh_host.NAME: ssh_host.run,
 }
 
 

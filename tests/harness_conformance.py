@@ -46,6 +46,7 @@ from baton.harnesses.base import (
     Succeeded,
     TurnInput,
     TurnOutcome,
+    Unknown,
 )
 
 #: The per-turn sink calls, in the order the interface allows them.
@@ -103,7 +104,13 @@ class RecordingSink:
         self.spawned_pids.append(agent_pid)
         self.calls.append(("spawned", None, agent_pid))
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
+    def session(
+        self,
+        agent_session_id: str,
+        settings: Mapping[str, Any],
+        *,
+        worktree: Mapping[str, str | None] | None = None,
+    ) -> None:
         self.sessions.append((agent_session_id, dict(settings)))
         self.calls.append(("session", None, agent_session_id))
 
@@ -177,6 +184,13 @@ class ConformanceTarget:
     slow_prompt: str = SLOW_PROMPT
     broken_spec: Callable[[Path], SessionSpec] | None = None
     turn_timeout_s: float = 60.0
+    permission_prompt: Callable[[Path], str] | None = None
+    """A prompt that makes the agent ask permission to create the given file (absolute path) and
+    create it only if allowed; None when the harness's agent cannot be made to ask."""
+    garbage_prompt: str | None = None
+    """A prompt that makes the agent write something that is not its protocol, mid-turn."""
+    dying_prompt: str | None = None
+    """A prompt that makes the agent's process exit mid-turn."""
 
 
 def _turn(prompt: str) -> TurnInput:
@@ -381,7 +395,8 @@ async def check_close_during_turn_ends_it(target: ConformanceTarget, directory: 
 
 
 async def check_open_failure_leaves_nothing(target: ConformanceTarget, directory: Path) -> None:
-    """A spec that cannot start raises HarnessError with a reason, and leaves no process."""
+    """A spec that cannot start raises HarnessError with a reason, and leaves no process once
+    its ``clean_up`` ran."""
     if target.broken_spec is None:
         pytest.skip(f"{target.name} has no broken spec")
     sink = RecordingSink()
@@ -390,11 +405,197 @@ async def check_open_failure_leaves_nothing(target: ConformanceTarget, directory
         await target.harness().open(target.broken_spec(directory), sink, DecliningPolicy())
     except HarnessError as exc:
         assert exc.reason, "HarnessError without a reason"
+        await exc.clean_up()  # what the failed open started, stopped once the failure is known
     else:
         raise AssertionError("open() of a broken spec did not raise HarnessError")
     await _assert_gone(_processes(sink))
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert after <= before, f"child processes left: {after - before}"
+
+
+# -- checks of the agent's own callbacks (harnesses whose agents ask through their protocol) --
+
+
+class ScriptedPolicy:
+    """Answers permission requests by ``choose(request)`` (a response, or None to hold the request
+    until the turn ends); records every request it saw and every wait that was cancelled."""
+
+    def __init__(self, choose: Callable[[PromptRequest], PromptResponse | None]) -> None:
+        self.choose = choose
+        self.requests: list[PromptRequest] = []
+        self.cancelled = 0
+
+    async def decide(
+        self, turn_id: str, request: PromptRequest, sink: SessionSink
+    ) -> PromptResponse:
+        self.requests.append(request)
+        response = self.choose(request)
+        if response is not None:
+            return response
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        raise AssertionError("not reached")
+
+
+def first_allow(request: PromptRequest) -> PromptResponse:
+    """Choose the first offered option whose kind (or id) says it allows once."""
+    options = request.payload.get("options") or [{"optionId": o} for o in request.options]
+    for option in options:
+        kind = str(option.get("kind") or option.get("optionId"))
+        if kind in ("allow_once", "proceed_once"):
+            return {"selectedOption": option["optionId"]}
+    raise AssertionError(f"no allow-once option offered: {options}")
+
+
+async def _open_with(
+    target: ConformanceTarget, directory: Path, sink: RecordingSink, policy: Any
+) -> AgentSession:
+    session = await target.harness().open(target.spec(directory), sink, policy)
+    assert sink.sessions, "open() returned without sink.session()"
+    return session
+
+
+def _needs(value: object, what: str, target: ConformanceTarget) -> None:
+    if value is None:
+        pytest.skip(f"{target.name} has no {what}")
+
+
+async def check_permission_allowed_writes(target: ConformanceTarget, directory: Path) -> None:
+    """A permission request reaches the policy with the agent's options; allowing it once lets
+    the agent create the file, and the turn succeeds."""
+    _needs(target.permission_prompt, "permission prompt", target)
+    assert target.permission_prompt is not None
+    sink = RecordingSink()
+    policy = ScriptedPolicy(first_allow)
+    session = await _open_with(target, directory, sink, policy)
+    try:
+        created = Path(target.spec(directory).workspace) / "allowed.txt"
+        turn = _turn(target.permission_prompt(created))
+        outcome = await _submit(session, sink, turn, target)
+        assert isinstance(outcome, Succeeded), f"an allowed turn ended {outcome!r}"
+        assert len(policy.requests) == 1, f"policy saw {len(policy.requests)} requests"
+        request = policy.requests[0]
+        assert request.kind == "permission" and request.options, request
+        assert created.exists(), "the allowed file was not created"
+        _assert_turn_order(sink, turn.turn_id)
+        procs = _processes(sink)
+    finally:
+        await session.close()
+    await _assert_gone(procs)
+    _assert_clean(sink)
+
+
+async def check_permission_declined_does_not_write(
+    target: ConformanceTarget, directory: Path
+) -> None:
+    """Declining (Baton's generic ``cancel``) keeps the file from being created, and the turn
+    ends (however the agent ends a rejected turn)."""
+    _needs(target.permission_prompt, "permission prompt", target)
+    assert target.permission_prompt is not None
+    sink = RecordingSink()
+    policy = ScriptedPolicy(lambda request: {"selectedOption": "cancel"})
+    session = await _open_with(target, directory, sink, policy)
+    try:
+        created = Path(target.spec(directory).workspace) / "declined.txt"
+        turn = _turn(target.permission_prompt(created))
+        outcome = await _submit(session, sink, turn, target)
+        assert policy.requests, "the agent never asked"
+        assert not created.exists(), f"a declined write happened (turn ended {outcome!r})"
+        _assert_turn_order(sink, turn.turn_id)
+        after = await _submit(session, sink, _turn(target.quick_prompt), target)
+        assert isinstance(after, Succeeded), f"the session after a decline: {after!r}"
+        procs = _processes(sink)
+    finally:
+        await session.close()
+    await _assert_gone(procs)
+    _assert_clean(sink)
+
+
+async def check_interrupt_while_permission_pending(
+    target: ConformanceTarget, directory: Path
+) -> None:
+    """interrupt() while a permission request waits → the turn ends cancelled within the grace,
+    the policy's wait is cancelled, nothing is written, and the session takes another turn."""
+    _needs(target.permission_prompt, "permission prompt", target)
+    assert target.permission_prompt is not None
+    sink = RecordingSink()
+    policy = ScriptedPolicy(lambda request: None)
+    spec = target.spec(directory)
+    session = await _open_with(target, directory, sink, policy)
+    try:
+        created = Path(spec.workspace) / "held.txt"
+        turn = _turn(target.permission_prompt(created))
+        running = asyncio.ensure_future(session.submit(turn, sink))
+        deadline = time.monotonic() + 30
+        while not policy.requests:
+            assert not running.done(), f"turn ended before asking: {running.result()!r}"
+            assert time.monotonic() < deadline, "the agent never asked"
+            await asyncio.sleep(0.05)
+        await session.interrupt()
+        outcome = await asyncio.wait_for(running, spec.cancel_grace_ms / 1000 + 10)
+        assert isinstance(outcome, Interrupted) and outcome.state == "cancelled", outcome
+        assert policy.cancelled == 1, "the policy's wait for an answer was not cancelled"
+        assert not created.exists(), "a write happened although the request was never answered"
+        _assert_turn_order(sink, turn.turn_id)
+        after = await _submit(session, sink, _turn(target.quick_prompt), target)
+        assert isinstance(after, Succeeded), f"turn after the cancel: {after!r}"
+        procs = _processes(sink)
+    finally:
+        await session.close()
+    await _assert_gone(procs)
+    _assert_clean(sink)
+
+
+async def _broken_turn(target: ConformanceTarget, directory: Path, prompt: str) -> None:
+    sink = RecordingSink()
+    session = await _open_with(target, directory, sink, DecliningPolicy())
+    try:
+        procs = _processes(sink)
+        turn = _turn(prompt)
+        outcome = await _submit(session, sink, turn, target)
+        assert isinstance(outcome, Unknown), (
+            f"a turn whose agent broke after the prompt was sent ended {outcome!r}, not unknown"
+        )
+        _assert_turn_order(sink, turn.turn_id)
+        later = _turn(target.quick_prompt)
+        refused = await _submit(session, sink, later, target)
+        assert isinstance(refused, Failed) and not refused.submitted, (
+            f"a prompt to a broken agent: {refused!r}"
+        )
+    finally:
+        await session.close()
+    await _assert_gone(procs)
+    _assert_clean(sink)
+
+
+async def check_garbage_ends_turn_unknown(target: ConformanceTarget, directory: Path) -> None:
+    """An agent that writes garbage on its protocol stream mid-turn ends the turn ``unknown``
+    (it may have acted on the prompt); later prompts fail unsubmitted; nothing is left."""
+    _needs(target.garbage_prompt, "garbage prompt", target)
+    assert target.garbage_prompt is not None
+    await _broken_turn(target, directory, target.garbage_prompt)
+
+
+async def check_dying_agent_ends_turn_unknown(target: ConformanceTarget, directory: Path) -> None:
+    """An agent whose process exits mid-turn ends the turn ``unknown``; later prompts fail
+    unsubmitted; nothing is left."""
+    _needs(target.dying_prompt, "dying prompt", target)
+    assert target.dying_prompt is not None
+    await _broken_turn(target, directory, target.dying_prompt)
+
+
+#: Checks that need the agent to ask through its protocol (skipped for targets without the
+#: prompts), run by harnesses with ``respond_prompts``.
+CALLBACK_CASES: dict[str, Callable[[ConformanceTarget, Path], Coroutine[Any, Any, None]]] = {
+    "permission_allowed_writes": check_permission_allowed_writes,
+    "permission_declined_does_not_write": check_permission_declined_does_not_write,
+    "interrupt_while_permission_pending": check_interrupt_while_permission_pending,
+    "garbage_ends_turn_unknown": check_garbage_ends_turn_unknown,
+    "dying_agent_ends_turn_unknown": check_dying_agent_ends_turn_unknown,
+}
 
 
 CASES: dict[str, Callable[[ConformanceTarget, Path], Coroutine[Any, Any, None]]] = {

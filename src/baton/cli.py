@@ -24,7 +24,8 @@ from pathlib import Path
 import anyio
 from pydantic import ValidationError
 
-from baton.config import Config, config_problems, droid_mcp_fallbacks, load_config
+from baton import config_env
+from baton.config import Config, config_problems, load_config
 from baton.engine.engine import Engine
 from baton.errors import ConfigError, StateError, errors_within
 from baton.runtime import runtime_dir
@@ -83,7 +84,13 @@ def _add_daemon_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     reject.add_argument("id")
     reject.add_argument("reason", nargs="?")
     reject.add_argument("--json", action="store_true", help="print JSON")
-    for action in (listing, approve, reject):  # --config before or after the action
+    finalize = actions.add_parser(
+        "finalize", help="finalize a Spawnea root's worktree now (removes the root)"
+    )
+    finalize.add_argument("id", help="the root's session id")
+    finalize.add_argument("how", choices=["integrate", "stash", "discard"])
+    finalize.add_argument("--json", action="store_true", help="print JSON")
+    for action in (listing, approve, reject, finalize):  # --config before or after the action
         action.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
     dashboard_url = sub.add_parser(
         "dashboard-url", help="print a fresh one-time login URL of the daemon's web dashboard"
@@ -102,8 +109,11 @@ def _daemon_command(args: argparse.Namespace) -> int:
         return bridge_main(args.surface, args.config, start=not args.no_start)
     os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
     try:
-        # approvals and dashboard-url talk to a running daemon: they start no agent.
-        config = load_config(args.config, need_droid=args.command == "daemon")
+        # approvals and dashboard-url talk to a running daemon: they start no agent. The
+        # daemon serves droid-mcp too, so the contract's variables are its fallbacks as well.
+        daemon = args.command == "daemon"
+        fallbacks = config_env.droid_mcp_fallbacks(os.environ) if daemon else {}
+        config = load_config(args.config, fallbacks, need_droid=daemon)
     except ConfigError as exc:
         print(f"baton: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -115,6 +125,7 @@ def _daemon_command(args: argparse.Namespace) -> int:
             args.approvals_command,
             getattr(args, "id", None),
             getattr(args, "reason", None),
+            how=getattr(args, "how", None),
             show_all=getattr(args, "all", False),
             as_json=args.json,
         )
@@ -133,6 +144,8 @@ def _daemon_command(args: argparse.Namespace) -> int:
             return EXIT_CONFIG
     if (warning := config.exposure_warning()) is not None:
         print(f"baton: warning: {warning}", file=sys.stderr)
+    for line in config_env.ignored(config, os.environ).values():
+        print(f"baton: warning: {line}", file=sys.stderr)
     return run_daemon(config, exit_state=EXIT_STATE, exit_config=EXIT_CONFIG)
 
 
@@ -164,8 +177,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_daemon_command(args))
     env_token = os.environ.pop("DROID_MCP_TOKEN", None)  # no agent may inherit it
     try:
-        fallbacks = droid_mcp_fallbacks(os.environ) if args.surface == "droid-mcp" else {}
-        if env_token and args.surface == "droid-mcp":
+        droid_mcp = args.surface == "droid-mcp"
+        fallbacks = config_env.droid_mcp_fallbacks(os.environ) if droid_mcp else {}
+        if env_token and droid_mcp:
             fallbacks["tokenFile"] = _env_token_file(env_token)
         config = load_config(args.config, fallbacks)
         if args.http:
@@ -180,6 +194,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_CONFIG)
     if (warning := config.exposure_warning()) is not None:
         print(f"baton: warning: {warning}", file=sys.stderr)
+    for line in config_env.ignored(config, os.environ).values() if droid_mcp else ():
+        print(f"baton: warning: {line}", file=sys.stderr)
     sys.exit(serve(config, surface=args.surface))
 
 

@@ -13,11 +13,10 @@ import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -26,21 +25,20 @@ from pydantic import (
 )
 
 from baton.errors import ConfigError
+from baton.harnesses.keys import ExitCommand, KeyName
+from baton.hosts.config import (
+    LOCAL_HOST_ID,
+    HostEntry,
+    check_host_references,
+    check_hosts_at_startup,
+)
+from baton.paths import AbsolutePath
 
 Autonomy = Literal["off", "low", "medium", "high"]
 ReasoningEffort = Literal[
     "off", "none", "dynamic", "minimal", "low", "medium", "high", "xhigh", "max"
 ]
 AUTONOMY_ORDER: dict[str, int] = {"off": 0, "low": 1, "medium": 2, "high": 3}
-
-
-def _absolute(value: str) -> str:
-    if not os.path.isabs(value):
-        raise ValueError(f"must be an absolute path (got {value!r}; '~' is not expanded)")
-    return value
-
-
-AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 
 
 class PuckConfig(BaseModel):
@@ -111,10 +109,13 @@ class SpawneaProject(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     """Display name."""
     path: AbsolutePath
-    """The project's primary checkout (a git repository for managed worktrees); must lie
-    inside an approved root."""
+    """The project's primary checkout (a git repository for managed worktrees), on the
+    project's host: on ``local`` it must lie inside an approved root; elsewhere it must be
+    normalised (it is checked on that host when it is used)."""
     baseBranch: str | None = None
     """Default base branch of managed worktrees (else the checkout's current branch)."""
+    hostId: str = LOCAL_HOST_ID
+    """The host the checkout is on: ``local`` or a :attr:`SpawneaConfig.hosts` id."""
     enabled: bool = True
     """Disabled projects are neither offered nor accepted."""
 
@@ -141,14 +142,31 @@ class SpawneaHarness(BaseModel):
     """``generic`` only: a regular expression matched on the screen when a turn is over."""
     needsInputPattern: str | None = None
     """``generic`` only: a regular expression matched on the screen when the program asks."""
+    interruptKeys: list[KeyName] | None = Field(default=None, min_length=1, max_length=8)
+    """``generic`` only: tmux key names pressed to interrupt a turn (default ``["C-c"]``)."""
+    exitCommand: ExitCommand | None = None
+    """``generic`` only: a line typed (then Enter) at close to make the program exit; without
+    it, or if the program is still running after the close grace, its tmux session is killed."""
+    hostIds: list[str] | None = None
+    """Hosts this harness is offered on (``local`` and :attr:`SpawneaConfig.hosts` ids);
+    default every host. Its ``command`` runs, and its ``agentHome`` lies, on the session's host."""
     enabled: bool = True
+
+    @model_validator(mode="after")
+    def _generic_only(self) -> SpawneaHarness:
+        given = [k for k in ("interruptKeys", "exitCommand") if getattr(self, k) is not None]
+        if given and self.kind != "generic":
+            raise ValueError(f"{', '.join(given)}: only for kind 'generic'")
+        return self
 
 
 class SpawneaConfig(BaseModel):
-    """The Spawnea surface's catalogue; the host catalogue holds only ``local``."""
+    """The Spawnea surface's catalogue: hosts (``local`` is implicit), projects, harnesses."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    hosts: list[HostEntry] = Field(default_factory=list)
+    """Machines reached over SSH (:class:`baton.hosts.config.HostEntry`)."""
     projects: list[SpawneaProject] = Field(default_factory=list)
     harnesses: list[SpawneaHarness] = Field(default_factory=list)
     startupWaitMs: int = Field(default=30_000, ge=1000, le=300_000)
@@ -164,6 +182,11 @@ class SpawneaConfig(BaseModel):
             twice = sorted({i for i in ids if ids.count(i) > 1})
             if twice:
                 raise ValueError(f"{what}: duplicate id {', '.join(map(repr, twice))}")
+        check_host_references(
+            self.hosts,
+            [(p.id, p.hostId, p.path) for p in self.projects],
+            [(h.id, h.hostIds) for h in self.harnesses],
+        )
         return self
 
 
@@ -302,41 +325,18 @@ _UNSET_DROID = "/droidPath-not-set"
 PATH lookup (and its error) comes only after every other problem has been reported."""
 
 
-def droid_mcp_fallbacks(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Config values the droid-mcp contract reads from its environment, used when the config
-    file leaves the key out (``WAVE2.md`` decision 1; ``droid-mcp.md``, "Configuration"):
-
-    - ``DROID_MCP_ROOTS`` (colon-separated absolute directories) → ``approvedDirectories``;
-    - ``DROID_MCP_MAX_AUTONOMY`` → ``maxAutonomy``; an unrecognised value means ``off``, and the
-      default autonomy is lowered to match.
-
-    ``DROID_MCP_TOKEN`` (the HTTP bearer) is read by the command line, which also removes it from
-    the process environment so no agent inherits it.
-    """
-    fallbacks: dict[str, Any] = {}
-    roots = [r for r in environ.get("DROID_MCP_ROOTS", "").split(":") if r]
-    if roots:
-        fallbacks["approvedDirectories"] = roots
-    cap = environ.get("DROID_MCP_MAX_AUTONOMY")
-    if cap is not None:
-        level = cap if cap in AUTONOMY_ORDER else "off"
-        fallbacks["maxAutonomy"] = level
-        fallbacks["defaultAutonomy"] = level
-    return fallbacks
-
-
 def load_config(
     path: str | None, fallbacks: Mapping[str, Any] | None = None, *, need_droid: bool = True
 ) -> Config:
     """Load, validate and canonicalise the host configuration.
 
-    ``fallbacks`` (e.g. :func:`droid_mcp_fallbacks`) replace embedded defaults for keys the file
-    leaves out. ``path`` None means the embedded defaults: the current directory as the only
-    approved root,
-    the platform state directory and ``droid`` from ``PATH``. Everything else is validated
-    before ``droid`` is looked up on ``PATH``, so a config error is never reported as a missing
-    Droid CLI. ``need_droid=False`` (commands that start no agent: ``baton approvals``,
-    ``baton dashboard-url``) skips the Droid checks; ``droidPath`` is then unchecked.
+    ``fallbacks`` (e.g. :func:`baton.config_env.droid_mcp_fallbacks`) replace embedded defaults
+    for keys the file leaves out. ``path`` None means the embedded defaults: the current
+    directory as the only approved root, the platform state directory and ``droid`` from
+    ``PATH``. Everything else is validated before ``droid`` is looked up on ``PATH``, so a config
+    error is never reported as a missing Droid CLI. ``need_droid=False`` (commands that start no
+    agent: ``baton approvals``, ``baton dashboard-url``) skips the Droid checks; ``droidPath`` is
+    then unchecked.
 
     Raises
     ------
@@ -406,6 +406,8 @@ def _canonicalise(config: Config) -> Config:
     if config.tokenFile is not None:
         check_private_file(Path(config.tokenFile), what="tokenFile")
     for project in config.spawnea.projects:
+        if project.hostId != LOCAL_HOST_ID:
+            continue  # a path on another host: checked on that host when it is used
         real = os.path.realpath(project.path)
         if not os.path.isdir(real):
             raise ConfigError(f"spawnea project {project.id!r}: {project.path} is not a directory")
@@ -413,6 +415,7 @@ def _canonicalise(config: Config) -> Config:
             raise ConfigError(
                 f"spawnea project {project.id!r}: {project.path} is outside the approved roots"
             )
+    check_hosts_at_startup(config.spawnea)
     return config.model_copy(update={"approvedDirectories": roots})
 
 

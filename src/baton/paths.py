@@ -1,10 +1,24 @@
-"""Path containment by components (``ARCHITECTURE.md``: "a path is inside a root only by path
-components, never by string prefix"), shared by every layer that re-checks a workspace."""
+"""Path rules: containment by components (``ARCHITECTURE.md``: "a path is inside a root only by
+path components, never by string prefix"), shared by every layer that re-checks a workspace, and
+the config's absolute-path type."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+
+def _absolute(value: str) -> str:
+    if not os.path.isabs(value):
+        raise ValueError(f"must be an absolute path (got {value!r}; '~' is not expanded)")
+    return value
+
+
+#: A config path: absolute, ``~`` not expanded (``controller-tools.md``, "Configuration file").
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 
 
 def is_within(path: str, root: str) -> bool:
@@ -41,3 +55,11 @@ def still_approved(workspace: str, roots: Iterable[str]) -> str | None:
     if approved and not any(is_within(real, root) for root in approved):
         return f"the workspace {workspace!r} is outside the approved roots"
     return None
+
+
+def managed_worktrees(state_directory: str) -> str:
+    """Where Baton makes the managed git worktrees of its sessions: canonical
+    ``<stateDirectory>/worktrees``. They lie outside the approved roots (Baton made them, from
+    an approved project), and are inside what Baton manages: reads that are limited to the
+    approved roots (the dashboard's diff) accept this directory too."""
+    return os.path.join(os.path.realpath(state_directory), "worktrees")

@@ -165,13 +165,19 @@ def bridge_params(
 
 @asynccontextmanager
 async def bridge(
-    site: Site, surface: str, *args: str, env: dict[str, str] | None = None, errlog: Path
+    site: Site,
+    surface: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    errlog: Path,
+    **client: Any,
 ) -> AsyncIterator[Client]:
-    """An official MCP client connected through ``baton bridge SURFACE ARGS``."""
+    """An official MCP client connected through ``baton bridge SURFACE ARGS``; ``client`` are
+    :class:`mcp.Client` options (``mode="legacy"``, ``message_handler``)."""
     params = bridge_params(site, surface, *args, env=env)
     with errlog.open("a") as err:
-        async with Client(stdio_client(params, errlog=err)) as client:
-            yield client
+        async with Client(stdio_client(params, errlog=err), **client) as connected:
+            yield connected
 
 
 async def refused_bridge(
@@ -219,10 +225,13 @@ def mode(path: Path) -> int:
     return path.lstat().st_mode & 0o777
 
 
-def spawnea_catalogue(project: Path, harness_env: dict[str, str] | None = None) -> Json:
+def spawnea_catalogue(
+    project: Path, harness_env: dict[str, str] | None = None, harness: Json | None = None
+) -> Json:
     """A ``spawnea`` config section: one git project (id ``proj``) and the fake TUI under the
     generic adapter (agent id ``fake``; its ``[y/n]`` questions read as ``needs_input``), with
-    ``harness_env`` added to its environment (e.g. ``FAKE_TUI_LOG``)."""
+    ``harness_env`` added to its environment (e.g. ``FAKE_TUI_LOG``) and ``harness`` to its
+    entry (e.g. ``exitCommand``)."""
     return {
         "projects": [{"id": "proj", "name": "Project", "path": str(project)}],
         "harnesses": [
@@ -234,6 +243,7 @@ def spawnea_catalogue(project: Path, harness_env: dict[str, str] | None = None) 
                 "env": dict(harness_env or {}),
                 "readyPattern": "^fake>",
                 "needsInputPattern": r"\[y/n\]",
+                **(harness or {}),
             }
         ],
     }
@@ -286,11 +296,12 @@ def build_spawnea_site(
     tmp: Path,
     monkeypatch: pytest.MonkeyPatch,
     harness_env: dict[str, str] | None = None,
+    harness: Json | None = None,
     **overrides: Any,
 ) -> tuple[Site, Repo]:
     """The body of :func:`make_spawnea_site`, for fixtures of any scope: a private git config
     in ``tmp`` (through ``monkeypatch``), a project and site ``a`` made by ``make_site``; the
-    fake TUI gets ``harness_env`` added to its environment."""
+    fake TUI gets ``harness_env`` added to its environment and ``harness`` to its entry."""
     for key in list(os.environ):
         if key.startswith("GIT_"):
             monkeypatch.delenv(key)
@@ -303,7 +314,7 @@ def build_spawnea_site(
     site = make_site(
         "a",
         approvedDirectories=[str(probe.approved)],
-        spawnea=spawnea_catalogue(project.path, harness_env),
+        spawnea=spawnea_catalogue(project.path, harness_env, harness),
         **overrides,
     )
     return site, project

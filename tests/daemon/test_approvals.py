@@ -153,13 +153,22 @@ def test_operator_lists_rejects_and_approves_finalizations(
             time.sleep(0.1)
         assert done[stash_id]["status"] == "completed", done[stash_id]
         assert not child_c.exists()
-        assert "keep.txt" in project.git("stash", "show", "--include-untracked", "--name-only")
+        pin = done[stash_id]["result"]["close"]["stash"]["pinRef"]
+        assert "keep.txt" in project.git("stash", "show", "--include-untracked", "--name-only", pin)
+        assert project.git("stash", "list") == ""  # never in the user's stash list
         listed = site.baton("approvals", *config, "list")
         assert listed.returncode == 0, listed.stderr
         rows = listed.stdout.splitlines()
-        assert len(rows) == 2
-        assert rows[0].startswith(f"{close_id}  close (discard)  session child-a")
-        assert rows[1].startswith(f"{land_id}  integrate  session child-b  baton/child-b -> main")
+        assert len(rows) == 3
+        assert rows[0].startswith(
+            f"{close_id}  close (discard)  session child-a: DISCARDS the uncommitted work of"
+            " baton/child-a and removes its worktree  pending"
+        )
+        assert rows[1] == "    would destroy: 1 untracked file (scratch.txt)"
+        assert rows[2].startswith(
+            f"{land_id}  integrate  session child-b: merges baton/child-b into main, then"
+            " removes the worktree  pending"
+        )
 
         rejected = site.baton("approvals", *config, "reject", close_id, "not now", "--json")
         assert rejected.returncode == 0, rejected.stderr

@@ -36,6 +36,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 EXPECT_MS = 20_000
 LOGIN_LINE = re.compile(r"baton: dashboard at (http://127\.0\.0\.1:\d+)/login\?token=\S+")
 
+#: A root working in the project's checkout (on main): its worktree children integrate into
+#: main. (A root in a worktree of its own is their parent branch instead: see
+#: test_spawnea_lifecycle.py.)
+IN_CHECKOUT = {**CREATE, "useWorktree": False}
+
 
 def row_of(page: Page, session_key: str) -> Locator:
     """The session list's row of ``session_key``."""
@@ -119,7 +124,7 @@ async def test_daemon_dashboard_shows_spawnea_sessions_live_and_approves_through
         assert login.startswith(base + "/login?token=") and login != printed.group(0)
 
         async with bridge(site, "spawnea", "--no-start", errlog=err) as client:
-            root = (await call(client, "spawnea_create_session", CREATE))["rootSessionId"]
+            root = (await call(client, "spawnea_create_session", IN_CHECKOUT))["rootSessionId"]
             child = await call(
                 client,
                 "spawnea_create_child_session",

@@ -396,6 +396,47 @@ async def test_long_poll_wakes_on_needs_input_and_the_answer_finishes_the_same_t
         assert later["output"] == "later-answer-5b7c"
 
 
+async def test_compact_output_over_max_bytes_is_paged_through_its_cursor(smoke: Smoke) -> None:
+    """A compact answer larger than ``maxBytes`` is read page by page from the returned cursor
+    (never splitting a character), and reading on from the last cursor gives nothing more."""
+    rows = [f"row-{n:02d} caf\u00e9 \u2713 {'x' * 12}" for n in range(60)]
+    async with smoke.connect() as client:
+        await call(client, "spawnea_create_session", smoke.root_request("paging-1", "Paging"))
+        child = await call(
+            client,
+            "spawnea_create_child_session",
+            {
+                "name": "Pager",
+                "clientRequestId": "pager-1",
+                "initialPrompt": script({"text": "\n".join(rows)}),
+            },
+        )
+        turn = child["turnId"]
+        await until_turn(client, turn, "completed", 0)
+        whole = await call(client, "spawnea_get_turn", {"turnId": turn, "maxBytes": 131072})
+        assert whole["truncated"] is False and all(row in whole["output"] for row in rows)
+        size = len(whole["output"].encode())
+        assert size > 4 * 300
+
+        pages: list[str] = []
+        cursor: str | None = None
+        for _ in range(size // 200):
+            read: Json = {"turnId": turn, "maxBytes": 300}
+            if cursor is not None:
+                read["cursor"] = cursor
+            page = await call(client, "spawnea_get_turn", read)
+            assert page["cursorExpired"] is False and len(page["output"].encode()) <= 300
+            pages.append(page["output"])
+            cursor = page["cursor"]
+            if not page["truncated"]:
+                break
+        assert "".join(pages) == whole["output"], [len(p) for p in pages]
+        assert cursor is not None
+        rest = await call(client, "spawnea_get_turn", {"turnId": turn, "cursor": cursor})
+        assert rest["output"] == "" and rest["truncated"] is False
+        assert rest["cursorExpired"] is False
+
+
 async def test_discard_waits_for_the_operator_and_a_validated_stash_closes_at_once(
     smoke: Smoke,
 ) -> None:
@@ -423,17 +464,21 @@ async def test_discard_waits_for_the_operator_and_a_validated_stash_closes_at_on
                 asked["confirmation"] = confirmation  # discard needs the operator anyway
             pending = await call(client, "spawnea_request_finalization", asked)
             assert pending["status"] == "pending" and pending["mode"] == "ui-confirmation"
+            # The name spawnea_get_finalization_request takes it by, and the older `id`.
+            assert pending["requestId"] == pending["id"]
             listed = await smoke.approvals("list")
             assert listed.stdout.startswith(f"{pending['id']}  close (discard)  session {child_id}")
+            assert "would destroy: 1 untracked file (scratch.txt)" in listed.stdout
             # Nothing moved while the decision waits: git and the child's pane as they were.
             assert snapshot(smoke.project) == project_before and snapshot(tree) == tree_before
             assert tmux_name in await smoke.tmux_sessions()
             rejected = await smoke.approvals("reject", pending["id"], "not this one")
             assert rejected.returncode == 0, rejected.stderr
             seen = await call(
-                client, "spawnea_get_finalization_request", {"requestId": pending["id"]}
+                client, "spawnea_get_finalization_request", {"requestId": pending["requestId"]}
             )
             assert seen["status"] == "rejected" and seen["error"]["message"] == "not this one"
+            assert seen["requestId"] == seen["id"] == pending["requestId"]
             assert snapshot(smoke.project) == project_before and snapshot(tree) == tree_before
             assert tmux_name in await smoke.tmux_sessions()
 
@@ -450,9 +495,10 @@ async def test_discard_waits_for_the_operator_and_a_validated_stash_closes_at_on
         waiting = await smoke.approvals("list")
         assert waiting.stdout.strip() == "no finalization requests are waiting"
         assert not tree.path.exists() and tmux_name not in await smoke.tmux_sessions()
-        stashed = smoke.project.git("stash", "show", "--include-untracked", "--name-only")
+        pin = closed["stash"]["pinRef"]
+        stashed = smoke.project.git("stash", "show", "--include-untracked", "--name-only", pin)
         assert "scratch.txt" in stashed.split()
-        assert smoke.project.git("rev-parse", "stash@{0}") == closed["stash"]["sha"]
+        assert smoke.project.git("rev-parse", pin) == closed["stash"]["sha"]
         assert child_id not in ids(await call(client, "spawnea_list_sessions"))
         queried = await call(client, "spawnea_get_finalization_request", {"requestId": stash["id"]})
         assert queried["status"] == "completed"

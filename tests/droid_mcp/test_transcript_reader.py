@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from baton.errors import BatonError
-from baton.harnesses.droid_transcript import TranscriptCursor, TranscriptReader
+from baton.harnesses.droid_transcript import TranscriptReader
+from baton.harnesses.droid_transcript_cursor import TranscriptCursor
 from tests.fakes import droid_sessions as fs
 
 

@@ -153,3 +153,37 @@ def test_user_diff_drivers_are_not_run(repo: Path, tmp_path: Path) -> None:
     diff = workspace_diff(str(repo), [str(repo)])
     assert "+changed" in diff.text
     assert not marker.exists()
+
+
+def test_a_droid_worktree_record_is_diffed_only_when_git_confirms_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """``droid_worktree`` trusts a session's ``worktree`` record only for a linked worktree of a
+    repository inside the roots, with the session's cwd inside it (``engine/droid_mcp/diffs``)."""
+    from baton.engine.droid_mcp.diffs import droid_worktree
+    from baton.harnesses.droid_files import SessionFileIndex
+    from tests.fakes import droid_sessions as fs
+
+    linked = tmp_path / "worktrees" / "abc" / "repo"
+    git(repo, "worktree", "add", "-q", "-b", "feat", str(linked))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    factory = tmp_path / "home" / ".factory"
+    claims = {
+        "real": (linked, repo, linked),
+        "not-a-worktree": (elsewhere, repo, elsewhere),
+        "main-checkout": (repo, repo, repo),
+        "cwd-outside": (linked, repo, elsewhere),
+    }
+    for sid, (path, root, cwd) in claims.items():
+        record = {"branch": "feat", "lifecycle": "persistent", "path": str(path),
+                  "repoRoot": str(root)}  # fmt: skip
+        fs.write_session(
+            factory, session_id=sid, cwd=str(cwd), settings_values=fs.settings(worktree=record)
+        )
+    records = {r.id: r for r in SessionFileIndex(factory).scan()}
+    roots = [str(repo.parent)]
+    assert droid_worktree(records["real"], roots) == os.path.realpath(linked)
+    for sid in ("not-a-worktree", "main-checkout", "cwd-outside"):
+        assert droid_worktree(records[sid], roots) is None, sid
+    assert droid_worktree(records["real"], [str(elsewhere)]) is None  # repository not approved

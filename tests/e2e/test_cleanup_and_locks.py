@@ -8,11 +8,13 @@ group is still being cleaned up for a while after the run is terminal.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from tests.e2e.baton_client import (
@@ -25,6 +27,7 @@ from tests.e2e.baton_client import (
     wait_terminal,
     write_config,
 )
+from tests.e2e.processes import kill_tagged, tagged_processes, wait_until_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -141,6 +144,52 @@ async def test_a_droid_that_never_answers_fails_setup_within_the_bound(tmp_path:
     assert view["outcome"]["reason"] == "setup_failed"
     assert "setupTimeoutMs" in view["outcome"]["message"]
     assert took < 20  # was 40-60 s before the bound
+
+
+async def test_setup_failure_is_recorded_before_droid_is_stopped(tmp_path: Path) -> None:
+    """controller.md: terminal results are persisted before cleanup. A Droid that never answers
+    its setup (and, like the real CLI offline, takes its time to exit) fails ``setup_failed``
+    at the bound, while its process is still being stopped; cleanup ends after that."""
+    root, workspace = shared_workspace(tmp_path)
+    tag = f"setup-order-{tmp_path.name}"
+    host = Host(
+        tmp_path / "a",
+        workspace,
+        "hang-on-initialize,slow-exit",
+        approvedDirectories=[str(root)],
+        setupTimeoutMs=1000,
+    )
+    host.env["BATON_TEST_TAG"] = tag
+
+    def droids() -> list[psutil.Process]:
+        found = []
+        for proc in tagged_processes(tag):
+            with contextlib.suppress(psutil.Error):
+                if any("fake_droid" in part for part in proc.cmdline()):
+                    found.append(proc)
+        return found
+
+    try:
+        async with baton(host.config, host.env) as client:
+            started = await call(client, "droid_start", host.start_args("s-1", "FAKE:text=x"))
+            with anyio.fail_after(60):
+                while True:
+                    view = await call(client, "droid_status", {"runId": started["runId"]})
+                    if view["terminal"]:
+                        alive = droids()  # at once: the first moment the record is visible
+                        break
+                    await anyio.sleep(0.02)
+            assert (view["state"], view["outcome"]["reason"]) == ("failed", "setup_failed")
+            assert view["cleanupPending"] is True
+            assert alive, "Droid was already stopped when the failure was first recorded"
+            with anyio.fail_after(60):
+                while view["cleanupPending"]:
+                    await anyio.sleep(0.1)
+                    view = await call(client, "droid_status", {"runId": started["runId"]})
+            assert view["state"] == "failed"  # the record was final, cleanup changed nothing
+        assert wait_until_gone(tag, 20) == []
+    finally:
+        kill_tagged(tag)
 
 
 async def test_model_discovery_failure_carries_droids_stderr(tmp_path: Path) -> None:

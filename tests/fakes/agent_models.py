@@ -1,9 +1,10 @@
-"""One scripted fake model for the three agent TUIs: Anthropic Messages, OpenAI Responses and
-OpenAI chat completions, all streamed, all on one ``127.0.0.1`` port.
+"""One scripted fake model for the agents: Anthropic Messages, OpenAI Responses, OpenAI chat
+completions and Gemini ``generateContent``, all streamed, all on one ``127.0.0.1`` port.
 
 Claude Code (2.1.332) talks Anthropic Messages (``POST /v1/messages``), Codex (0.171.0) talks
 OpenAI Responses (``POST /v1/responses``), Droid (0.225.2) talks chat completions through a BYOK
-custom model: the last is :mod:`tests.fakes.model_server`'s handler, reused unchanged.
+custom model: the last is :mod:`tests.fakes.model_server`'s handler, reused unchanged. Gemini CLI
+(0.61.0) talks ``POST /v1beta/models/<model>:streamGenerateContent?alt=sse``.
 
 The script syntax is :mod:`tests.fakes.model_server`'s (``FAKE-SCRIPT: {"steps": [...]}``
 anywhere in the prompt), with the same steps (``text`` with ``chunks``/``delayMs``, ``tool``
@@ -12,11 +13,25 @@ with ``args``, ``error``) plus one for Codex's freeform tools::
     {"customTool": "apply_patch", "input": "*** Begin Patch ..."}
 
 Which step is played: the prompt is the current turn's user text (Anthropic: the last ``user``
-message with a text block that is neither a tool result nor only ``<system-reminder>`` blocks;
+message with a text block that is not a ``<system-reminder>`` and no tool result;
 Responses: the last ``user`` message item); the step index is the number of model round trips
 since then (Anthropic: ``assistant`` messages after it; Responses: ``*_call_output`` items after
 it). Requests without ``tools`` (title generation and other side requests) are answered with a
 short plain text and never counted as turns (:meth:`AgentModelServer.turn_prompts`).
+
+For Anthropic Messages, where Claude Code is an MCP caller whose tools come and go, a step may
+also read the conversation as a model would:
+
+* an argument value ``"{{name}}"`` (a whole string) becomes the top-level field ``name`` of the
+  newest tool result that is a JSON object holding it (an id a previous call returned);
+* ``"offered": true`` (or a list of tool names) plays the step only once its tool (those tools)
+  is offered: in the request's ``tools``, or named in a deferred-tools announcement (Claude Code
+  2.1.332 defers MCP tools behind ``ToolSearch`` and lists their names, one a line, after "The
+  following deferred tools are now available" in a system message). Until then the model
+  answers with the script's ``wait`` step (a tool call, answered after its ``waitMs``, default
+  250), whose rounds are not counted; after the script's ``maxWaits`` (default 20) such rounds
+  the step is played anyway, so a tool that never appears ends in the caller's own refusal
+  instead of a loop.
 """
 
 from __future__ import annotations
@@ -42,9 +57,15 @@ from .model_server import (
 
 Json = dict[str, Any]
 _REMINDER = "<system-reminder>"
+#: The text Claude Code 2.1.332 sends beside the result of a tool it loaded through ToolSearch.
+_TOOL_LOADED = "Tool loaded."
 #: How Codex 0.171 opens its title-generation request, which quotes the user's prompt (so a
 #: script in the prompt must not be played for it).
 CODEX_TITLE_REQUEST = "Generate a concise, single-line task title"
+#: Tool-use ids of wait rounds (see the module docstring) start with this.
+WAIT_ID_PREFIX = "toolu_wait_"
+#: How Claude Code 2.1.332 introduces the names of tools it defers behind ``ToolSearch``.
+DEFERRED_ANNOUNCEMENT = "The following deferred tools are now available"
 
 
 # -- reading requests -------------------------------------------------------------------------
@@ -67,17 +88,111 @@ def _texts(content: object) -> list[str]:
 
 
 def anthropic_prompt(body: Json) -> tuple[str, int]:
-    """The current-turn prompt text of a Messages request, and the round trips since it."""
+    """The current-turn prompt text of a Messages request, and the round trips since it (wait
+    rounds not counted)."""
+    prompt, rounds, _ = _anthropic_turn(body)
+    return prompt, rounds
+
+
+def _anthropic_turn(body: Json) -> tuple[str, int, int]:
+    """The current-turn prompt text, its script rounds since, and its wait rounds since."""
     messages = [m for m in _list(body.get("messages")) if isinstance(m, dict)]
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.get("role") != "user":
             continue
         texts = [t for t in _texts(message.get("content")) if not t.lstrip().startswith(_REMINDER)]
+        if _carries_tool_result(message):
+            # Claude Code puts its own "Tool loaded." text beside a tool result: not a prompt.
+            # The AI SDK (OpenCode, Kilo) merges the next turn's prompt into the user message
+            # that carries the previous turn's last tool result: that text is the prompt.
+            texts = [t for t in texts if t.strip() != _TOOL_LOADED]
         if texts:
-            rounds = sum(1 for m in messages[index + 1 :] if m.get("role") == "assistant")
-            return "\n".join(texts), rounds
-    return "", 0
+            answers = [m for m in messages[index + 1 :] if m.get("role") == "assistant"]
+            waits = sum(1 for m in answers if _is_wait(m))
+            return "\n".join(texts), len(answers) - waits, waits
+    return "", 0, 0
+
+
+def _carries_tool_result(message: Json) -> bool:
+    return any(b.get("type") == "tool_result" for b in _blocks(message.get("content")))
+
+
+def _is_wait(message: Json) -> bool:
+    return any(
+        b.get("type") == "tool_use" and str(b.get("id", "")).startswith(WAIT_ID_PREFIX)
+        for b in _blocks(message.get("content"))
+    )
+
+
+def _tool_results(body: Json) -> list[Json]:
+    """The JSON-object tool results of a Messages request, newest first."""
+    found: list[Json] = []
+    for message in _list(body.get("messages")):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        for block in _blocks(message.get("content")):
+            if block.get("type") != "tool_result":
+                continue
+            for text in _texts(block.get("content")):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    found.append(cast("Json", value))
+    return found[::-1]
+
+
+def _filled(args: object, results: list[Json]) -> object:
+    """``args`` with every ``"{{name}}"`` string taken from the newest result holding ``name``."""
+    if isinstance(args, dict):
+        return {k: _filled(v, results) for k, v in cast("Json", args).items()}
+    if isinstance(args, list):
+        return [_filled(v, results) for v in cast("list[object]", args)]
+    if isinstance(args, str) and args.startswith("{{") and args.endswith("}}"):
+        name = args[2:-2]
+        for result in results:
+            if name in result:
+                return result[name]
+    return args
+
+
+def offered_tools(body: Json) -> set[str]:
+    """The tools a Messages request offers: its ``tools`` and every deferred tool announced."""
+    names = {str(t.get("name")) for t in _list(body.get("tools")) if isinstance(t, dict)}
+    texts = _texts(body.get("system"))
+    for message in _list(body.get("messages")):
+        if isinstance(message, dict):
+            texts += _texts(message.get("content"))
+    for text in texts:
+        start = text.find(DEFERRED_ANNOUNCEMENT)
+        while start >= 0:
+            lines = text[start:].split("\n")[1:]
+            for line in lines:
+                if not line.strip() or " " in line.strip():
+                    break
+                names.add(line.strip())
+            start = text.find(DEFERRED_ANNOUNCEMENT, start + 1)
+    return names
+
+
+def anthropic_step(body: Json) -> Json:
+    """The step to play for one Messages request (see the module docstring)."""
+    prompt, rounds, waits = _anthropic_turn(body)
+    has_tools = bool(body.get("tools"))
+    step = scripted_step(prompt, rounds, has_tools)
+    wanted = step.get("offered")
+    if wanted is True:
+        wanted = [step.get("tool")]
+    if isinstance(wanted, list) and not set(map(str, wanted)) <= offered_tools(body):
+        script = parse_script(prompt) or {}
+        wait = script.get("wait")
+        if isinstance(wait, dict) and waits < _int(script.get("maxWaits"), 20):
+            step = {**cast("Json", wait), "waitFor": True}
+    if "args" in step:
+        step = {**step, "args": _filled(step["args"], _tool_results(body))}
+    return step
 
 
 def responses_prompt(body: Json) -> tuple[str, int]:
@@ -91,6 +206,28 @@ def responses_prompt(body: Json) -> tuple[str, int]:
             )
             return "\n".join(_texts(item.get("content"))), rounds
     return "", 0
+
+
+def gemini_prompt(body: Json) -> tuple[str, int]:
+    """The current-turn prompt text of a Gemini ``generateContent`` request (the last ``user``
+    content with text that is not a function response), and the model turns since it."""
+    contents = [c for c in _list(body.get("contents")) if isinstance(c, dict)]
+    for index in range(len(contents) - 1, -1, -1):
+        content = contents[index]
+        if content.get("role", "user") != "user":
+            continue
+        parts = [p for p in _list(content.get("parts")) if isinstance(p, dict)]
+        texts = [str(p["text"]) for p in parts if isinstance(p.get("text"), str)]
+        if texts and not any("functionResponse" in p for p in parts):
+            rounds = sum(1 for c in contents[index + 1 :] if c.get("role") == "model")
+            return "\n".join(texts), rounds
+    return "", 0
+
+
+def gemini_has_tools(body: Json) -> bool:
+    return any(
+        isinstance(t, dict) and t.get("functionDeclarations") for t in _list(body.get("tools"))
+    )
 
 
 def responses_has_tools(body: Json) -> bool:
@@ -154,8 +291,12 @@ class _AgentHandler(_Handler):
             self._send_json(200, {"input_tokens": 10})
         elif route.endswith("/messages"):
             owner._record_api("anthropic", body)
-            prompt, rounds = anthropic_prompt(body)
-            self._guarded(self._anthropic, scripted_step(prompt, rounds, bool(body.get("tools"))))
+            self._guarded(self._anthropic, anthropic_step(body))
+        elif ":streamGenerateContent" in route or ":generateContent" in route:
+            owner._record_api("gemini", body)
+            prompt, rounds = gemini_prompt(body)
+            step = scripted_step(prompt, rounds, gemini_has_tools(body))
+            self._guarded(lambda played: self._gemini(played, stream=":stream" in route), step)
         elif route.endswith("/responses"):
             owner._record_api("responses", body)
             prompt, rounds = responses_prompt(body)
@@ -202,6 +343,9 @@ class _AgentHandler(_Handler):
 
     def _anthropic(self, step: Json) -> None:
         owner = self.server.owner
+        waiting = step.get("waitFor") is True
+        if waiting:
+            self._sleep(_int(step.get("waitMs"), 250) / 1000.0)
         self._event(
             "message_start",
             {
@@ -243,9 +387,10 @@ class _AgentHandler(_Handler):
             index = 1
         if isinstance(tool, str):
             args = step.get("args")
+            prefix = WAIT_ID_PREFIX if waiting else "toolu_fake_"
             block = {
                 "type": "tool_use",
-                "id": f"toolu_fake_{owner._next_id()}",
+                "id": f"{prefix}{owner._next_id()}",
                 "name": tool,
                 "input": {},
             }
@@ -272,6 +417,37 @@ class _AgentHandler(_Handler):
             },
         )
         self._event("message_stop", {"type": "message_stop"})
+
+    # -- Gemini generateContent --------------------------------------------------------------
+
+    def _gemini(self, step: Json, *, stream: bool) -> None:
+        """Gemini's wire: SSE ``data:`` chunks of ``candidates[0].content.parts`` (text pieces or
+        one ``functionCall``), ``finishReason: STOP`` and ``usageMetadata`` on the last."""
+        usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        tool = step.get("tool")
+        chunks: list[Json] = []
+        text = step.get("text")
+        pieces, delay = self._pieces(step)
+        if (isinstance(text, str) and text) or not isinstance(tool, str):
+            chunks += [{"parts": [{"text": piece}]} for piece in pieces]
+        if isinstance(tool, str):
+            args = step.get("args")
+            call = {"name": tool, "args": args if isinstance(args, dict) else {}}
+            chunks.append({"parts": [{"functionCall": call}]})
+        if not stream:
+            parts = [part for chunk in chunks for part in chunk["parts"]]
+            whole = {"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}
+            self._write_event({"candidates": [whole], "usageMetadata": usage})
+            return
+        for n, chunk in enumerate(chunks):
+            if n and "functionCall" not in chunk["parts"][0]:
+                self._sleep(delay)
+            candidate: Json = {"content": {"role": "model", **chunk}, "index": 0}
+            payload: Json = {"candidates": [candidate]}
+            if n == len(chunks) - 1:
+                candidate["finishReason"] = "STOP"
+                payload["usageMetadata"] = usage
+            self._write_event(payload)
 
     # -- OpenAI Responses ---------------------------------------------------------------------
 
@@ -436,9 +612,18 @@ class AgentModelServer(ScriptedModelServer):
                 prompt = responses_prompt(body)[0]
                 if not prompt.startswith(CODEX_TITLE_REQUEST):
                     out.append(prompt)
+            elif api == "gemini" and gemini_has_tools(body):
+                out.append(gemini_prompt(body)[0])
             elif api == "chat" and is_turn_request(body):
                 out.append(current_prompt_text(body))
         return out
 
 
-__all__ = ["AgentModelServer", "anthropic_prompt", "choose_step", "responses_prompt"]
+__all__ = [
+    "AgentModelServer",
+    "anthropic_prompt",
+    "anthropic_step",
+    "choose_step",
+    "offered_tools",
+    "responses_prompt",
+]

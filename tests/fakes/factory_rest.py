@@ -1,8 +1,11 @@
 """A fake Factory Sessions REST API on 127.0.0.1 for tests (the real one cannot be reached here).
 
 It serves the endpoints :mod:`baton.harnesses.droid_rest` uses, with the request and answer shapes
-of Factory's public API reference, and only for requests carrying ``X-API-Key: <its key>``:
+of Factory's public API reference, and only for requests carrying ``Authorization: Bearer <its
+key>``:
 
+- ``GET /api/v0/sessions?limit&cursor`` → ``{sessions: [<as getSession>], pagination}`` in the
+  order sessions were added (the item shape is an assumption of this fake);
 - ``GET /api/v0/sessions/{id}`` → the session; ``PATCH`` with ``{"sessionSettings": {...}}``
   merges the settings and answers the session;
 - ``GET /api/v0/sessions/{id}/messages?limit&cursor&role`` → ``{messages, pagination: {hasMore,
@@ -103,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
-        key_ok = self.headers.get("X-API-Key") == owner.api_key
+        key_ok = self.headers.get("Authorization") == f"Bearer {owner.api_key}"
         with owner.lock:
             owner.calls.append(Call(method, parts.path, query, body, key_ok))
         if owner.delay_s:
@@ -150,6 +153,9 @@ class FakeFactoryRest:
     def route(
         self, method: str, path: str, query: dict[str, str], body: Json | None
     ) -> tuple[int, Json]:
+        if (method, path) == ("GET", PREFIX.rstrip("/")):
+            with self.lock:
+                return 200, self._list(query)
         if not path.startswith(PREFIX):
             return 404, {"message": "no route"}
         session_id, _, tail = path[len(PREFIX) :].partition("/")
@@ -183,6 +189,16 @@ class FakeFactoryRest:
                 session.status = "idle"
                 return 200, {"status": "idle"}
         return 404, {"message": "no route"}
+
+    def _list(self, query: dict[str, str]) -> Json:
+        limit = int(query.get("limit", "20"))
+        start = int(query.get("cursor", "0"))
+        every = list(self.sessions.values())
+        more = start + limit < len(every)
+        return {
+            "sessions": [s.view() for s in every[start : start + limit]],
+            "pagination": {"hasMore": more, "nextCursor": str(start + limit) if more else None},
+        }
 
     @staticmethod
     def _page(session: FakeSession, query: dict[str, str]) -> Json:

@@ -64,6 +64,7 @@ Environment::
                               droid.list_mcp_servers (settings-file servers; the real CLI never
                               lists session-injected ones); default none
     FAKE_DROID_MODELS         JSON list replacing the model catalogue (used verbatim)
+    FAKE_DROID_FAIL_STDERR    the line models-fail writes on stderr (after ``fake droid: ``)
     FAKE_DROID_LOG            file; one JSON line appended per received request (with
                               ``mcpServers`` / ``disabledToolIds`` copied when the params have
                               them), and one ``notified.create_message.<role>`` line per message
@@ -783,7 +784,9 @@ class FakeDroid:
 
     def list_models(self, request_id: str, params: JsonObj) -> None:
         if "models-fail" in self.modes:
-            sys.stderr.write("fake droid: the model catalogue could not be loaded\n")
+            default = "the model catalogue could not be loaded"
+            line = os.environ.get("FAKE_DROID_FAIL_STDERR", default)
+            sys.stderr.write(f"fake droid: {line}\n")
             sys.stderr.flush()
             raise RpcError(INTERNAL_ERROR, "Failed to load the model catalogue (fake models-fail)")
         include_disabled = params.get("includeDisabled") is True

@@ -12,12 +12,14 @@ real agent TUIs do) and shows the prompt ``fake> ``. Input:
 A submitted line is answered by the ``FAKE-SCRIPT: {"steps": [...]}`` it contains
 (:mod:`tests.fakes.model_server` syntax): a ``text`` step prints its text in ``chunks`` pieces
 ``delayMs`` apart, with a ``⠋ working (esc to interrupt)`` line meanwhile; an ``ask`` step prints
-``<question> [y/n]`` and waits for ``y`` or ``n``. Without a script the answer is
+``<question> [y/n]`` and waits for ``y`` or ``n``; an ``exit`` step ends the program (its value
+is the exit status) in the middle of the answer. ``$FAKE_TUI_READY_DELAY_MS`` delays the first
+prompt (a slow start). Without a script the answer is
 ``ok: <n> chars``.
 
 Every input event is appended to ``$FAKE_TUI_LOG`` (JSON lines with ``time.monotonic()`` in
 ``t``): ``paste`` (with the exact text), ``enter`` (``swallowed``), ``submit`` (the line),
-``interrupt``, ``answer``, ``exit``.
+``interrupt`` (with the ``key``: ``Escape`` or ``C-c``), ``answer``, ``exit``.
 """
 
 from __future__ import annotations
@@ -112,6 +114,9 @@ def answer(term: Terminal, line: str) -> None:
         term.log("answer", text=f"ok: {len(line)} chars")
         return
     for step in steps:
+        if "exit" in step:  # the program dies in the middle of its answer
+            term.log("exit")
+            raise SystemExit(int(step["exit"]))
         if "ask" in step:
             term.out(f"{step['ask']} [y/n] ")
             choice = ""
@@ -119,7 +124,7 @@ def answer(term: Terminal, line: str) -> None:
                 for kind, value in term.events(None):
                     if kind == "interrupt":
                         term.out("\ninterrupted\n")
-                        term.log("interrupt")
+                        term.log("interrupt", key=value)
                         return
                     if kind == "char" and value in "yn":
                         choice = value
@@ -136,9 +141,10 @@ def answer(term: Terminal, line: str) -> None:
             if index and delay:
                 deadline = time.monotonic() + delay
                 while (left := deadline - time.monotonic()) > 0:
-                    if any(kind == "interrupt" for kind, _ in term.events(left)):
+                    keys = [value for kind, value in term.events(left) if kind == "interrupt"]
+                    if keys:
                         term.out("\ninterrupted\n")
-                        term.log("interrupt")
+                        term.log("interrupt", key=keys[0])
                         return
             term.out(text[index : index + size])
         term.out("\n")
@@ -147,6 +153,8 @@ def answer(term: Terminal, line: str) -> None:
 
 def main() -> int:
     term = Terminal()
+    # A slow start (``$FAKE_TUI_READY_DELAY_MS``): the prompt appears only after it.
+    time.sleep(int(os.environ.get("FAKE_TUI_READY_DELAY_MS", "0")) / 1000)
     saved = termios.tcgetattr(0)
     tty.setraw(0)
     try:

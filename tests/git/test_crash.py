@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.git import Finalizations, Git, SqliteGitStore, create_worktree
+from baton.git import STASH_PIN_PREFIX, Finalizations, Git, SqliteGitStore, create_worktree
 from baton.git.close import CLOSE_STEPS
 from baton.git.journal import Phase
 from tests.git.repos import Repo, file_hashes, reflog_size, tree_hashes
@@ -143,8 +143,12 @@ def test_crash_then_resume_completes_without_loss(
     assert done.status == "completed", done.error
     journal = {e.step: e for e in done.journal}
     order = [e.step for e in done.journal if e.step != "approval_preflight"]
-    assert journal[step].attempts == 2
-    assert all(journal[s].attempts == 1 for s in order[: order.index(step)])
+    assert journal[step].attempts >= 2
+    # Steps with an effect done before the crash are never repeated; checks are (retry.py).
+    effectful = [
+        s for s in order[: order.index(step)] if s in ("land", "unlock", "remove", "branch")
+    ]
+    assert all(journal[s].attempts == 1 for s in effectful), done.journal
     assert done.result is not None
     close = done.result["close"]
     assert close["worktreeRemoved"] is True
@@ -159,7 +163,9 @@ def test_crash_then_resume_completes_without_loss(
         assert close["branch"]["deleted"] is True
     elif flow == "stash":
         stash = close["stash"]
-        assert project.git("stash", "list").count("nonce=") == 1  # pushed once
+        assert project.git("stash", "list") == ""  # never in the user's stash list
+        pins = project.git("for-each-ref", "--format=%(refname)", STASH_PIN_PREFIX).split()
+        assert pins == [stash["pinRef"]]  # pinned once
         assert project.ref(stash["pinRef"]) == stash["sha"]
         restored = tmp_path / "restored"
         project.git("worktree", "add", "-q", "--detach", str(restored), child_tip)

@@ -20,6 +20,7 @@ from baton.git import (
     UnknownRecord,
     WorktreeRecord,
     create_worktree,
+    request_view,
 )
 from tests.git.repos import Repo, run_git, snapshot
 
@@ -227,9 +228,92 @@ def test_failure_keeps_the_stash_and_a_retry_completes(
     done = fin.execute(rid)
 
     assert done.status == "completed" and done.result is not None
-    assert done.result["close"]["stash"] == first
+    assert done.result["close"]["stash"] == first  # the same commit and ref
+    assert "supersededStashes" not in done.result["close"]
     attempts = {e.step: e.attempts for e in done.journal}
-    assert attempts["capture"] == 1 and attempts["verify_captured"] == 2
+    # The retry looked again (capture found the same work), the cleanup ran once.
+    assert attempts["capture"] == 2 and attempts["verify_captured"] == 2
+    assert attempts["remove"] == 1 and attempts["branch"] == 1
+    pins = project.git("for-each-ref", "--format=%(objectname) %(refname)", "refs/baton/stash/")
+    assert pins == f"{first['sha']} {first['pinRef']}"
+
+
+def test_a_new_request_after_a_failure_inherits_its_stash_and_rechecks(
+    fin: Finalizations, project: Repo, managed: tuple[WorktreeRecord, Repo], tmp_path: Path
+) -> None:
+    """The caller's own retry (a new clientRequestId after a failed close) continues the
+    failed attempt: the same stash commit and ref, the stop hook run again (termination is
+    rechecked), the cleanup run once."""
+    _, wt = managed
+    wt.write("b.txt", "agent edit\n")
+    run_git(wt.path, "init", "-q", "vendor/lib")
+    stops: list[str] = []
+    hooks = Hooks(lambda: stops.append("stop"))
+    first = fin.execute(
+        ask(fin, "close", "c-1", dirty_changes="stash", confirmation="llm-validated"), hooks=hooks
+    )
+    assert first.status == "failed" and first.result is not None
+    stash = first.result["close"]["stash"]
+
+    shutil.move(str(wt.path / "vendor"), str(tmp_path / "vendor"))
+    again = ask(fin, "close", "c-2", dirty_changes="stash", confirmation="llm-validated")
+    done = fin.execute(again, hooks=hooks)
+
+    assert done.status == "completed" and done.result is not None, done.error
+    assert done.result["close"]["stash"] == stash
+    assert stops == ["stop", "stop"]
+    assert project.git("stash", "list") == ""
+
+
+def test_work_changed_after_a_failed_stash_is_stashed_again_and_both_are_reported(
+    fin: Finalizations, project: Repo, managed: tuple[WorktreeRecord, Repo], tmp_path: Path
+) -> None:
+    """A retry never removes work the earlier stash does not hold: it stashes again and
+    reports the earlier stash as superseded (both stay pinned)."""
+    _, wt = managed
+    wt.write("b.txt", "agent edit\n")
+    run_git(wt.path, "init", "-q", "vendor/lib")
+    rid = ask(fin, "close", dirty_changes="stash", confirmation="llm-validated")
+    failed = fin.execute(rid)
+    assert failed.result is not None
+    earlier = failed.result["close"]["stash"]
+
+    shutil.move(str(wt.path / "vendor"), str(tmp_path / "vendor"))
+    wt.write("late.txt", "written after the first attempt\n")
+    fin.retry(rid)
+    done = fin.execute(rid)
+
+    assert done.status == "completed" and done.result is not None, done.error
+    close = done.result["close"]
+    assert close["supersededStashes"] == [earlier] and close["stash"]["sha"] != earlier["sha"]
+    for kept in (earlier, close["stash"]):
+        assert project.ref(kept["pinRef"]) == kept["sha"]
+    shown = project.git(
+        "stash", "show", "--include-untracked", "--name-only", close["stash"]["sha"]
+    )
+    assert set(shown.split()) == {"b.txt", "late.txt"}
+
+
+def test_a_pending_discard_shows_what_it_would_destroy(
+    fin: Finalizations, git: Git, managed: tuple[WorktreeRecord, Repo]
+) -> None:
+    record, wt = managed
+    wt.write("a.txt", "changed tracked file\n")
+    wt.write(".gitignore", wt.read(".gitignore") + "*.log\n")
+    for n in range(3):
+        wt.write(f"logs/run-{n}.log", "ignored\n")
+    wt.write("new.txt", "untracked\n")
+    rid = ask(fin, "close", dirty_changes="discard")
+
+    preview = request_view(git, fin.get(rid), record)["discardPreview"]
+
+    assert sorted(f["path"] for f in preview["tracked"]) == [".gitignore", "a.txt"]
+    assert preview["untracked"] == ["new.txt"]
+    assert "logs/" in preview["ignored"] and preview["ignoredCount"] == len(preview["ignored"])
+    assert (preview["trackedCount"], preview["untrackedCount"]) == (2, 1)
+    assert preview["truncated"] is False
+    fin.reject(rid)
+    assert "discardPreview" not in request_view(git, fin.get(rid), record)
 
 
 def test_integration_refused_after_approval_fails_truthfully(

@@ -299,13 +299,15 @@ async def test_worktree_root_child_preflight_and_finalization_requests(
             client, "spawnea_get_finalization_request", {"requestId": discard["id"]}
         )
         assert rejected["status"] == "rejected" and is_dir(str(child_tree))
-        # integrate waits for approval too; nothing moves before it.
+        # The child's parent branch is the root's own (checked out in the root's worktree,
+        # not the primary checkout): integrate is refused at once, and main never moves.
+        assert child["session"]["worktree"]["baseBranch"] == worktree["branch"]
         before = git("rev-parse", "main", cwd=Path(service.config.spawnea.projects[0].path))
-        integ = await call(
+        integ = await error(
             client,
             "spawnea_request_finalization",
             {"clientRequestId": "f-2", "sessionId": child_id, "action": "integrate"},
         )
-        assert integ["status"] == "pending"
+        assert integ["code"] == "conflict" and worktree["branch"] in integ["message"]
         assert git("rev-parse", "main", cwd=Path(service.config.spawnea.projects[0].path)) == before
         assert root != child_id

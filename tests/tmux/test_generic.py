@@ -368,6 +368,8 @@ def test_never_ready_times_out_and_kills_the_pane(place: Place, tag: str) -> Non
         ({"socketPath": "relative/tmux.sock"}, "absolute"),
         ({"sessionName": "bad:name"}, "sessionName"),
         ({"socketPath": "/" + "s" * 120}, "too long"),
+        ({"interruptKeys": ["Ctrl-C"]}, "not a key name Baton sends"),
+        ({"exitCommand": "quit\r"}, "without control characters"),
     ],
 )
 def test_bad_options_are_refused_before_anything_starts(

@@ -77,6 +77,10 @@ def test_missing_droid_is_reported_once_the_config_is_valid(tmp_path: Path) -> N
         load_config(_write(tmp_path, config))
 
 
+_SH = {"id": "sh", "name": "Shell", "kind": "generic", "command": ["sh"]}
+"""A valid generic harness entry, for variations."""
+
+
 @pytest.mark.parametrize(
     ("spawnea", "needle"),
     [
@@ -104,6 +108,26 @@ def test_missing_droid_is_reported_once_the_config_is_valid(tmp_path: Path) -> N
             {"harnesses": [{"id": "h", "name": "a", "kind": "generic", "command": ["sh"]}] * 2},
             "duplicate id 'h'",
             id="duplicate-harness",
+        ),
+        pytest.param(
+            {"harnesses": [{**_SH, "interruptKeys": ["Ctrl+C"]}]},
+            "not a key name Baton sends: 'Ctrl+C'",
+            id="unknown-interrupt-key",
+        ),
+        pytest.param(
+            {"harnesses": [{**_SH, "interruptKeys": []}]},
+            "interruptKeys",
+            id="no-interrupt-keys",
+        ),
+        pytest.param(
+            {"harnesses": [{**_SH, "exitCommand": "exit\nrm -rf x"}]},
+            "one line of text without control characters",
+            id="multi-line-exit-command",
+        ),
+        pytest.param(
+            {"harnesses": [{**_SH, "kind": "claude", "exitCommand": "/exit"}]},
+            "exitCommand: only for kind 'generic'",
+            id="exit-command-not-generic",
         ),
     ],
 )

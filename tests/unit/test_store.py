@@ -13,6 +13,7 @@ import pytest
 
 from baton.errors import StateError
 from baton.store import SCHEMA_VERSION, OwnerLock, Store
+from baton.store.owner import droid_profile
 from baton.store.runs import AcceptedRun
 from baton.store.schema import MIGRATIONS, V1
 from baton.store.statedir import prepare_state_directory
@@ -134,29 +135,63 @@ def test_second_owner_is_refused_and_dead_owner_recovered(tmp_path: Path) -> Non
     second.release()
 
 
-@pytest.mark.parametrize("field", ["host", "home"])
+@pytest.mark.parametrize("field", ["host", "home", "profile"])
 def test_record_of_another_identity_is_refused(tmp_path: Path, field: str) -> None:
+    """controller.md: startup refuses another host/HOME/profile (the Droid profile,
+    FACTORY_HOME_OVERRIDE, under which the recorded runs' Droid sessions live)."""
     identity = {
         "pid": 1,
         "host": socket.gethostname(),
         "home": os.path.expanduser("~"),
-        "profile": "controller",
+        "profile": droid_profile(),
+        "process": "serve",
     }
     identity[field] = "someone-else"
     (tmp_path / "owner.json").write_text(json.dumps(identity))
     with pytest.raises(StateError, match=f"belongs to {field}"):
-        OwnerLock(tmp_path, "controller").acquire()
+        OwnerLock(tmp_path, "daemon").acquire()
+    assert json.loads((tmp_path / "owner.json").read_text()) == identity  # left as it was
 
 
-def test_record_of_another_profile_is_taken_over(tmp_path: Path) -> None:
-    """One state directory serves every surface and passes between `baton serve` and the daemon
-    (WAVE2.md §6.8): a dead owner's record naming another profile is not a refusal."""
+def test_record_of_another_droid_profile_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record left by a Baton whose Droid kept its home under FACTORY_HOME_OVERRIDE is refused
+    by one without it, and the other way round; the message says how to recover."""
+    monkeypatch.setenv("FACTORY_HOME_OVERRIDE", str(tmp_path / "droid-home"))
+    first = OwnerLock(tmp_path, "serve")
+    first.acquire()
+    record = (tmp_path / "owner.json").read_bytes()
+    first.release()
+    (tmp_path / "owner.json").write_bytes(record)  # as a crashed owner leaves it
+    monkeypatch.delenv("FACTORY_HOME_OVERRIDE")
+    with pytest.raises(StateError, match=r"belongs to profile .*droid-home.* not 'default'") as err:
+        OwnerLock(tmp_path, "serve").acquire()
+    assert "FACTORY_HOME_OVERRIDE" in str(err.value) and "remove" in str(err.value)
+    assert (tmp_path / "owner.json").read_bytes() == record
+    monkeypatch.setenv("FACTORY_HOME_OVERRIDE", str(tmp_path / "droid-home") + "/")
+    same = OwnerLock(tmp_path, "daemon")  # same profile (spelled with a slash), other process
+    same.acquire()
+    assert same.recovered_from is not None
+    same.release()
+
+
+def test_record_of_another_process_kind_is_taken_over(tmp_path: Path) -> None:
+    """One state directory passes between `baton serve` and the daemon (WAVE2.md §6.8): a dead
+    owner's record naming the other process, or written by an older Baton whose profile named
+    a surface or process, is not a refusal."""
     record = {"pid": 999999, "host": socket.gethostname(), "home": os.path.expanduser("~")}
-    (tmp_path / "owner.json").write_text(json.dumps({**record, "profile": "controller"}))
-    lock = OwnerLock(tmp_path, "daemon")
-    lock.acquire()
-    assert lock.recovered_from is not None and lock.recovered_from["profile"] == "controller"
-    lock.release()
+    for previous in (
+        {"profile": droid_profile(), "process": "serve"},
+        {"profile": "controller"},
+        {"profile": "serve"},
+        {},
+    ):
+        (tmp_path / "owner.json").write_text(json.dumps({**record, **previous}))
+        lock = OwnerLock(tmp_path, "daemon")
+        lock.acquire()
+        assert lock.recovered_from is not None and lock.recovered_from["pid"] == 999999
+        lock.release()
 
 
 def make_v4_database_with_history(directory: Path) -> Path:

@@ -17,7 +17,8 @@ Protocol: JSON lines of at most :data:`ADMIN_LINE_MAX` bytes.
 Operations: ``ping``; ``list`` (``statuses``: a list, or ``"all"``; default pending);
 ``approve`` (``requestId``: executes the request at once and answers with its final view);
 ``reject`` (``requestId``, ``reason``?). Others are added with :meth:`AdminApi.register`
-(e.g. ``pending_prompts``).
+(e.g. ``pending_prompts``; the Spawnea surface's ``finalize``, the operator's finalization of a
+root).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``baton approvals list | approve ID | reject ID [REASON]``: the admin API's command line.
+"""``baton approvals list | approve ID | reject ID [REASON] | finalize SESSION HOW``: the admin
+API's command line.
 
 It finds the daemon of the config through ``<stateDirectory>/daemon.json`` and authenticates with
 ``<stateDirectory>/admin.token`` (both 0600, written by the daemon; protocol in
@@ -108,20 +109,102 @@ class AdminClient:
 
 
 def _summary(view: dict[str, Any]) -> str:
-    """One line per request: id, action, session, branches, status, created."""
-    action = view.get("action", "?")
-    if view.get("dirtyChanges"):
-        action += f" ({view['dirtyChanges']})"
-    branches = ""
-    if view.get("branch"):
-        branches = f"  {view['branch']} -> {view.get('baseBranch')}"
+    """One line per request: id, what it does (in words), session, status, created; for a
+    discard not yet run, a second line with what it would destroy."""
     status = view.get("status")
     if status == "pending" and view.get("approved"):
         status = "approved"
-    return (
-        f"{view.get('id')}  {action}  session {view.get('sessionId')}{branches}  {status}"
-        f"  created {view.get('createdAt')}"
+    line = (
+        f"{view.get('id')}  {_action(view)}  session {view.get('sessionId')}: {_effect(view)}"
+        f"  {status}  created {view.get('createdAt')}"
     )
+    preview = view.get("discardPreview")
+    return line + ("\n    " + _destroys(preview) if isinstance(preview, dict) else "")
+
+
+def _action(view: dict[str, Any]) -> str:
+    action = str(view.get("action", "?"))
+    return f"{action} ({view['dirtyChanges']})" if view.get("dirtyChanges") else action
+
+
+def _effect(view: dict[str, Any]) -> str:
+    """What the request does, in words."""
+    branch = view.get("branch") or "the worktree's branch"
+    if view.get("action") == "integrate":
+        return f"merges {branch} into {view.get('baseBranch')}, then removes the worktree"
+    if view.get("dirtyChanges") == "discard":
+        return f"DISCARDS the uncommitted work of {branch} and removes its worktree"
+    return (
+        f"stashes the uncommitted work of {branch} (kept under refs/baton/stash/) and removes"
+        " its worktree"
+    )
+
+
+def _destroys(preview: dict[str, Any], shown: int = 5) -> str:
+    """``would destroy: N tracked change(s) (a, b, …), N untracked file(s) (…), N ignored``."""
+    if preview.get("error"):
+        return f"would destroy: unknown ({preview['error']})"
+    if not preview.get("present", True):
+        return "would destroy: nothing (the worktree is gone)"
+    tracked = [str(t.get("path")) for t in preview.get("tracked", []) if isinstance(t, dict)]
+    parts = []
+    for label, count, names in (
+        ("tracked change", preview.get("trackedCount", 0), tracked),
+        ("untracked file", preview.get("untrackedCount", 0), preview.get("untracked", [])),
+        ("ignored path", preview.get("ignoredCount", 0), preview.get("ignored", [])),
+    ):
+        if count:
+            listed = ", ".join(str(n) for n in names[:shown])
+            more = f", … {count - min(shown, len(names))} more" if count > shown else ""
+            parts.append(f"{count} {label}{'' if count == 1 else 's'} ({listed}{more})")
+    return "would destroy: " + ("; ".join(parts) if parts else "nothing (the worktree is clean)")
+
+
+#: Refusal reasons of the git library in words (what was found; the message says the rest).
+_REASONS = {
+    "identity_mismatch": "the worktree is no longer the one Baton created",
+    "worktree_locked_elsewhere": "someone else locked the worktree",
+    "worktree_in_use": "a process still works inside the worktree",
+    "conflicts": "the merge would conflict",
+    "parent_moved": "the parent branch moved since the approved preflight",
+    "child_moved": "the child's branch moved",
+    "child_dirty": "the child's worktree has uncommitted changes",
+    "parent_not_in_primary": "the parent branch is checked out outside the primary checkout",
+    "primary_not_on_parent": "the primary checkout is not on the parent branch",
+    "operation_in_progress": "a merge, rebase or similar is in progress",
+    "unmerged_entries": "the primary checkout has unmerged entries",
+    "index_locked": "another git process holds the index lock (index.lock)",
+    "landing_refused": "git refused to fast-forward the parent branch",
+    "not_captured": "not everything in the worktree could be stashed",
+    "precious_ignored": "the removal would delete precious ignored files",
+    "removal_incomplete": "git could not remove the whole directory",
+    "integration_busy": "another integration into the repository was running",
+}
+#: Characters of git's own message shown.
+GIT_MESSAGE_MAX = 300
+
+
+def describe_failure(request_id: str, view: dict[str, Any]) -> str:
+    """A failed request in words: which step failed and why, what to do, and git's own
+    message (first lines, bounded) when git gave one."""
+    error = view.get("error") or {}
+    stderr = str(error.get("stderr") or "").strip()
+    message = str(error.get("message") or "no message")
+    if stderr:
+        message = message.replace(stderr, "").rstrip(" :")
+    why = _REASONS.get(str(error.get("reason")), "")
+    step = error.get("step")
+    text = f"{_action(view)} {request_id} failed" + (f" at step {step}" if step else "")
+    text += f": {why}. {message}" if why else f": {message}"
+    stash = ((view.get("result") or {}).get("close") or {}).get("stash")
+    if isinstance(stash, dict):
+        text += f" The work stashed so far is kept: {stash.get('sha')} ({stash.get('pinRef')})."
+    text += f" Once the cause is gone, `baton approvals approve {request_id}` retries it."
+    if stderr:
+        lines = " | ".join(line.strip() for line in stderr.splitlines()[:3] if line.strip())
+        cut = lines[:GIT_MESSAGE_MAX] + ("…" if len(lines) > GIT_MESSAGE_MAX else "")
+        text += f"\n  git said: {cut}"
+    return text
 
 
 def approvals_main(
@@ -130,10 +213,13 @@ def approvals_main(
     request_id: str | None = None,
     reason: str | None = None,
     *,
+    how: str | None = None,
     show_all: bool = False,
     as_json: bool = False,
 ) -> int:
-    """Run one ``baton approvals`` action; print to stdout (errors: one line on stderr)."""
+    """Run one ``baton approvals`` action (``list``, ``approve``, ``reject``, ``finalize``:
+    ``request_id`` is then a root's session id and ``how`` integrate, stash or discard); print
+    to stdout (errors: on stderr, exit 1)."""
     client = AdminClient(state_dir)
     try:
         client.connect()
@@ -149,6 +235,10 @@ def approvals_main(
             return 0
         if action == "approve":
             view = client.call("approve", APPROVE_TIMEOUT_S, requestId=request_id)["request"]
+        elif action == "finalize":
+            view = client.call("finalize", APPROVE_TIMEOUT_S, sessionId=request_id, how=how)[
+                "request"
+            ]
         else:
             args: dict[str, Any] = {"requestId": request_id}
             if reason is not None:
@@ -161,7 +251,6 @@ def approvals_main(
         client.close()
     print(json.dumps(view, indent=2) if as_json else _summary(view))
     if view.get("status") == "failed":
-        error = view.get("error") or {}
-        print(f"baton: {request_id} failed: {error.get('message')}", file=sys.stderr)
+        print(f"baton: {describe_failure(str(view.get('id')), view)}", file=sys.stderr)
         return EXIT_FAILED
     return 0

@@ -34,7 +34,9 @@ from baton.git import (
     SqliteGitStore,
     WorktreeError,
     WorktreeRecord,
+    request_view,
 )
+from baton.git.preview import shows_discard
 from baton.store import Store
 
 log = logging.getLogger(__name__)
@@ -150,8 +152,13 @@ class Approvals:
         return self._finalizations
 
     def view(self, request: FinalizationRequest) -> dict[str, Any]:
-        """The request's JSON view, with its worktree's branch and path when it has one."""
-        return request.to_json(self.store.load_worktree(request.session_key))
+        """The request's JSON view, with its worktree's branch and path when it has one, and,
+        for a discard that has not run, what it would destroy (``discardPreview``: read from
+        the worktree now, bounded; :func:`baton.git.discard_preview`)."""
+        record = self.store.load_worktree(request.session_key)
+        if shows_discard(request) and record is not None:
+            return request_view(self.finalizations.git, request, record)
+        return request.to_json(record)
 
     def list(self, statuses: Sequence[RequestStatus] | None = ("pending",)) -> list[dict[str, Any]]:
         """Views of the requests in ``statuses`` (None: all), oldest first."""
@@ -164,14 +171,20 @@ class Approvals:
     async def approve(self, request_id: str) -> dict[str, Any]:
         """Approve a pending request, execute it now and return its final view (``completed``
         or ``failed``). Approving a request already approved executes it; one already executing
-        is waited for.
+        is waited for; approving a ``failed`` one retries it (the contract's retry: termination,
+        workspace use and the worktree are checked again, cleanup steps recorded complete are
+        skipped, and an earlier stash is reported again).
 
         Raises
         ------
         UnknownRecord, InvalidTransition, GitUnavailable
         """
-        request = self.finalizations.approve(request_id)
-        log.info("finalization %s (%s) approved by the operator", request_id, request.action)
+        if self.finalizations.get(request_id).status == "failed":
+            request = self.finalizations.retry(request_id)
+            log.info("finalization %s (%s) retried by the operator", request_id, request.action)
+        else:
+            request = self.finalizations.approve(request_id)
+            log.info("finalization %s (%s) approved by the operator", request_id, request.action)
         return self.view(await self.execute(request_id))
 
     async def execute(self, request_id: str, *, resume: bool = False) -> FinalizationRequest:

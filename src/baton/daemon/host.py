@@ -41,6 +41,7 @@ from typing import Any
 
 import anyio
 
+from baton import config_env
 from baton.config import Config
 from baton.daemon.admin import (
     ADMIN_TOKEN_NAME,
@@ -219,6 +220,9 @@ class Daemon:
                 "adminSocketPath": str(paths.admin_socket),
                 "runtimeFile": str(paths.descriptor) if self.gateway_enabled else None,
                 "dashboard": self.dashboard_url,
+                # What a later bridge's DROID_MCP_* values are checked against (config_env).
+                "environment": config_env.droid_mcp_environment(self._env),
+                "environmentIgnored": sorted(config_env.ignored(self.config, self._env)),
             }
             write_private_file(self.state_dir / DAEMON_RECORD, json.dumps(record).encode())
 

@@ -13,17 +13,20 @@ and never starts a second daemon that would contend for the same descriptor.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from baton import config_env
 from baton.config import Config, load_config
 from baton.daemon.runtime_file import (
+    DAEMON_RECORD,
     DETACHED_VARIABLE,
     IDENTITY_VARIABLES,
     Descriptor,
@@ -31,7 +34,7 @@ from baton.daemon.runtime_file import (
     daemon_alive,
     read_descriptor,
 )
-from baton.errors import StateError
+from baton.errors import ConfigError, StateError
 from baton.store.statedir import prepare_state_directory
 
 LOG_NAME: Final = "daemon.log"
@@ -64,6 +67,35 @@ def find_daemon(paths: RuntimePaths, config: Config | None) -> Descriptor | None
                 "BATON_CONTROL_RUNTIME_FILE at another runtime file for this config"
             )
     return found
+
+
+def check_environment(descriptor: Descriptor, environ: Mapping[str, str]) -> None:
+    """Refuse to use a daemon whose roots or autonomy cap came from other ``DROID_MCP_*``
+    values than ``environ`` sets (:func:`baton.config_env.conflicts`); a bridge that sets none
+    uses the daemon as it is. The daemon records what it read in ``<stateDirectory>/daemon.json``
+    before it announces its gateway.
+
+    Raises
+    ------
+    ConfigError
+        Naming each differing variable, the daemon's value and what to do.
+    """
+    wanted = config_env.droid_mcp_environment(environ)
+    if not wanted or descriptor.state_directory is None:
+        return
+    try:
+        record = json.loads((Path(descriptor.state_directory) / DAEMON_RECORD).read_bytes())
+    except (OSError, ValueError):
+        return  # a daemon of an older Baton: nothing recorded to compare with
+    if not isinstance(record, dict) or record.get("pid") != descriptor.pid:
+        return
+    read = record.get("environment")
+    ignored = record.get("environmentIgnored")
+    daemon = {str(k): str(v) for k, v in read.items()} if isinstance(read, dict) else {}
+    skip = [str(name) for name in ignored] if isinstance(ignored, list) else []
+    problems = config_env.conflicts(wanted, daemon, skip)
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 @contextmanager

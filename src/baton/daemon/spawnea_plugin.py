@@ -26,7 +26,7 @@ import itertools
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from baton.daemon.seam import DaemonServices, GatewaySurface, Refusal
 from baton.engine.clock import utc_now
@@ -34,6 +34,7 @@ from baton.errors import BatonError
 
 if TYPE_CHECKING:
     from baton.engine.spawnea.scope import Scope
+    from baton.engine.spawnea.service import SpawneaService
     from baton.git import FinalizationRequest
     from baton.surfaces.base import SurfaceServer
 
@@ -87,6 +88,28 @@ class Connections:
         return [*self._closed, *self._open.values()]
 
 
+async def _finalize(service: SpawneaService, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Admin op ``finalize`` (``sessionId``, ``how``: ``integrate``, ``stash`` or ``discard``):
+    the operator finalizes a root's worktree, removing the root (see
+    :mod:`baton.engine.spawnea.removal`); answers ``{request}`` once it ran."""
+    from baton.daemon.admin import AdminError
+    from baton.engine.spawnea.removal import finalize_root
+
+    unknown = sorted(set(arguments) - {"sessionId", "how"})
+    if unknown:
+        raise AdminError("invalid_request", f"unknown argument(s): {', '.join(unknown)}")
+    session, how = arguments.get("sessionId"), arguments.get("how")
+    if not isinstance(session, str) or not 1 <= len(session) <= 200 or not isinstance(how, str):
+        raise AdminError("invalid_request", "finalize needs sessionId and how")
+    try:
+        return {"request": await finalize_root(service, session, how)}
+    except BatonError as exc:
+        code = {"invalid_argument": "invalid_request"}.get(exc.code, exc.code)
+        if code not in ("invalid_request", "not_found", "conflict"):
+            code = "operation_failed"
+        raise AdminError(code, exc.message) from None
+
+
 def gateway_surface(services: DaemonServices) -> GatewaySurface:
     """The ``spawnea`` plugin (:data:`baton.daemon.seam.PLUGINS`)."""
     from baton.engine.spawnea.scope import Scope
@@ -104,6 +127,7 @@ def gateway_surface(services: DaemonServices) -> GatewaySurface:
         return final
 
     services.approvals.executor = execute
+    services.admin.register("finalize", lambda arguments: _finalize(service, arguments))
 
     async def authorize(surface: str, session_id: str | None) -> object:
         if session_id is None:

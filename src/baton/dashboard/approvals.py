@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from baton.dashboard.provider import FinalizationView
 from baton.errors import BatonError, ErrorCode
-from baton.git import FinalizationRequest, Finalizations, WorktreeError
+from baton.git import FinalizationRequest, Finalizations, WorktreeError, request_view
 from baton.store import Store
 
 #: The git library's contract codes as Baton's error codes.
@@ -63,8 +63,9 @@ class Approvals:
         return self.finalizations
 
     def _view(self, request: FinalizationRequest, name: str | None = None) -> FinalizationView:
-        record = self._library().store.load_worktree(request.session_key)
-        return FinalizationView.from_json(request.to_json(record), name)
+        library = self._library()
+        record = library.store.load_worktree(request.session_key)
+        return FinalizationView.from_json(request_view(library.git, request, record), name)
 
 
 async def _in_thread(call: Callable[[], FinalizationRequest]) -> FinalizationRequest:

@@ -56,6 +56,7 @@ from baton.engine.live_session import LiveSession
 from baton.engine.recorder import RunRecorder
 from baton.errors import BatonError
 from baton.git import Finalizations
+from baton.paths import managed_worktrees
 from baton.store import Row
 from baton.workspace_diff import workspace_diff
 
@@ -342,12 +343,12 @@ class EngineProvider:
 
     async def diff(self, session_key: str) -> DiffView | None:
         """``git diff HEAD`` (new files included) of the session's workspace, if it is in a git
-        working tree inside the approved roots. Raises ``BatonError`` as
-        :func:`~baton.workspace_diff.workspace_diff` does (e.g. ``workspace_not_approved``)."""
-        row = self.store.session(session_key)
-        if row is None:
+        working tree inside the approved roots or Baton's managed worktrees (nothing else is
+        opened). Raises ``BatonError`` as :func:`~baton.workspace_diff.workspace_diff` does."""
+        if (row := self.store.session(session_key)) is None:
             return None
-        roots = list(self.engine.config.approvedDirectories)
+        config = self.engine.config
+        roots = [*config.approvedDirectories, managed_worktrees(config.stateDirectory)]
         got = await asyncio.to_thread(workspace_diff, row["workspace"], roots)
         if got.state == "not_git":
             return None

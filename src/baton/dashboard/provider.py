@@ -234,6 +234,8 @@ class FinalizationView:
     resolved_at: str | None = None
     result: Mapping[str, Any] | None = None
     error: Mapping[str, Any] | None = None
+    discard_preview: Mapping[str, Any] | None = None
+    """What a discard not yet run would destroy (``baton.git.discard_preview``)."""
 
     @classmethod
     def from_json(
@@ -241,7 +243,7 @@ class FinalizationView:
     ) -> FinalizationView:
         """From the W2-D view ``{id, sessionId, action, mode, status, approved, createdAt,
         branch?, baseBranch?, worktreePath?, dirtyChanges?, preflight?, resolvedAt?, result?,
-        error?}``."""
+        error?, discardPreview?}``."""
         preflight = body.get("preflight")
         checked = PreflightView.from_json(preflight) if isinstance(preflight, Mapping) else None
         return cls(
@@ -261,6 +263,7 @@ class FinalizationView:
             resolved_at=body.get("resolvedAt"),
             result=body.get("result"),
             error=body.get("error"),
+            discard_preview=body.get("discardPreview"),
         )
 
 

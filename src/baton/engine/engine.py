@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from baton.config import Config
+from baton.engine import admission, keys
 from baton.engine.catalogue import Catalogue
 from baton.engine.clock import new_id, utc_now
 from baton.engine.intents import TurnRequest
@@ -29,6 +30,7 @@ from baton.engine.policy import POLICIES, SurfacePolicy
 from baton.engine.recorder import RunRecorder
 from baton.engine.records import ResultPage, RunPage, RunRecord
 from baton.engine.runs import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
+from baton.engine.runtime.table import LiveSessions
 from baton.engine.workspaces import TreeLock, find_conflict
 from baton.errors import BatonError
 from baton.runtime import runtime_dir
@@ -66,6 +68,14 @@ class Engine:
         #: (Spawnea's tmux agents), by session key; each also holds a lock in :attr:`_held`.
         self._claims: dict[str, TreeLock] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
+        # The one runtime (W3A-PLAN.md §2-§3.3), beside the old attributes until P2-P5 switch
+        # the services over: admission, the live table and the idempotency keys.
+        self.admission = admission.Admission(
+            lambda: self.locks,
+            cleanup_wait_s=config.cancelGraceMs / 1000 + admission.CLEANUP_SLACK_S,
+        )
+        self.sessions = LiveSessions(self.admission)
+        self.keys = keys.IntentKeys(store, self.epoch)
         self.controller = ControllerRuns(self)
         self._droid_mcp: DroidMcp | None = None
 

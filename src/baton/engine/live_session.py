@@ -85,6 +85,9 @@ class LiveSession:
         self.current: TurnObserver | None = None
         self.agent_session_id: str | None = None
         self.settings: dict[str, Any] = {}
+        #: ``{path, branch, cwd}`` of the worktree the agent made (the harness learned it from
+        #: the agent itself), or None.
+        self.worktree: dict[str, str | None] | None = None
         self.opened = asyncio.Event()
         self.open_failure: wire.OpenFailed | None = None
         self.closing = False
@@ -270,6 +273,7 @@ class LiveSession:
     def _opened(self, report: wire.SessionOpened) -> None:
         self.agent_session_id = report.sessionId
         self.settings = dict(report.settings)
+        self.worktree = report.worktree
         if self.current is not None:
             self.current.on_settings(report.settings)
         self._on_opened(self)

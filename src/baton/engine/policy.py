@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from baton.config import Autonomy
 from baton.supervisor.wire import Lifetime
 
 SurfaceName: TypeAlias = Literal["controller", "droid-mcp", "spawnea"]
@@ -34,9 +35,10 @@ PromptMode: TypeAlias = Literal["auto", "ask", "screen"]
 class TreeLocks:
     """A writer needs its whole workspace tree to itself (read-only ``off`` runs share), across
     every Baton process of the user; at most ``max_live`` live sessions (config
-    ``maxConcurrentRuns``, read at admission)."""
+    ``maxConcurrentRuns``; None: the old policy, which reads it at admission)."""
 
     kind: Literal["tree_locks"] = "tree_locks"
+    max_live: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,3 +149,84 @@ SPAWNEA = SurfacePolicy(
 )
 
 POLICIES: dict[str, SurfacePolicy] = {p.name: p for p in (CONTROLLER, DROID_MCP, SPAWNEA)}
+
+
+# -- the policy seam the runtime reads (W3A-PLAN.md §3.3) ----------------------------------------
+# Beside the old values above until P5 switches the services over; the old ``SurfacePolicy``,
+# ``PromptMode``, ``SharedAllowed``, ``ProcessEpoch`` and the three constants are removed by P7.
+# The values live in each surface's ``policy.py`` (P5), resolved from the config at build time.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecideAtOnce:
+    """The controller's rule (``controller.md``, "Autonomy" and "Questions"), answered at once:
+    a question is declined; a permission the agent marks ``needs_human`` is declined; at session
+    autonomy ``approve_once_at`` or above, a permission offering an ``allow_once`` option is
+    allowed with it; anything else is declined. Declines are recorded on the turn."""
+
+    approve_once_at: Autonomy = "high"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HoldForCaller:
+    """Prompts wait for a caller's answer (droid-mcp ``droid_respond``, Spawnea
+    ``send_prompt``).
+
+    ``expires_after_s``: an unanswered prompt is declined (``by="expiry"``) after it; None:
+    never. ``persistent``: whether a TUI's own dialog offers its persistent options
+    (``as_offered``, Spawnea) or hides them (``never``); a structured permission never offers
+    them (``session/prompts.py``). ``autonomy_cap``: an ``allow_at_autonomy`` option is offered
+    only when its level is within it (config ``maxAutonomy``). A ``reject`` is always offered.
+    """
+
+    expires_after_s: float | None
+    persistent: Literal["never", "as_offered"] = "never"
+    autonomy_cap: Autonomy = "high"
+
+
+PromptRule: TypeAlias = DecideAtOnce | HoldForCaller
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedTrees:
+    """Sessions of one ``family`` share trees among themselves (Spawnea's same-project
+    children, ``WAVE2.md`` decision 7); to everyone else each is a writer holding its tree
+    until it is gone. No capacity limit."""
+
+    family: str
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonLifetime:
+    """Keys live in memory for this engine's lifetime (its epoch); an exact retry while the first
+    attempt runs shares that attempt (Spawnea)."""
+
+    kind: Literal["daemon_lifetime"] = "daemon_lifetime"
+
+
+AdmissionRule: TypeAlias = TreeLocks | RepoSlots | SharedTrees
+KeyRule: TypeAlias = Permanent | Expiring | DaemonLifetime
+SessionLifetime = Literal["per_turn", "per_session", "detached"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionPolicy:
+    """One surface's rules as the runtime reads them (``W3A-PLAN.md`` §3.3). The engine never
+    compares a policy or its ``name``: it reads the rule values.
+
+    ``name`` is written to the store's surface column. ``prompts`` is read by
+    ``engine/runtime/prompts.py``; ``default_autonomy`` (resolved from the config) by the
+    services; ``idempotency`` by ``engine/keys.py``; ``concurrency`` by ``engine/admission.py``;
+    ``lifetime`` by the runtime (``per_turn``: closed after its one turn; ``per_session``:
+    closed at shutdown; ``detached``: detached at shutdown) and recovery; ``max_call_s`` by the
+    surface server (HTTP deadline); ``events_kept`` by each session's event log.
+    """
+
+    name: SurfaceName
+    prompts: PromptRule
+    default_autonomy: Autonomy
+    idempotency: KeyRule
+    concurrency: AdmissionRule
+    lifetime: SessionLifetime
+    max_call_s: float
+    events_kept: int = 1000

@@ -30,6 +30,7 @@ from baton.errors import BatonError
 from baton.paging import page_utf16
 from baton.store import AcceptedRun
 from baton.supervisor import wire
+from baton.text import terminal_safe
 
 if TYPE_CHECKING:
     from baton.engine.engine import Engine
@@ -163,7 +164,10 @@ class ControllerRuns:
         )
 
     def result(self, run_id: str, offset: int = 0, limit: int = RESULT_LIMIT_DEFAULT) -> ResultPage:
-        """A page of the final answer in UTF-16 code units (``droid_result``).
+        """A page of the final answer in UTF-16 code units (``droid_result``), counted on the
+        answer as a caller gets it: made safe to print (:func:`baton.text.terminal_safe`)
+        before it is paged, so ``offset``, ``nextOffset`` and ``totalLength`` count the
+        returned text and the pages join to it.
 
         Raises
         ------
@@ -176,7 +180,7 @@ class ControllerRuns:
         if not 1 <= limit <= RESULT_LIMIT_MAX:
             raise BatonError("invalid_argument", f"limit must be between 1 and {RESULT_LIMIT_MAX}")
         row = self._row(run_id)
-        return ResultPage(row, page_utf16(row["result_text"] or "", offset, limit))
+        return ResultPage(row, page_utf16(terminal_safe(row["result_text"] or ""), offset, limit))
 
     def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> RunPage:
         """Runs newest first (``droid_list``). Raises ``invalid_argument`` on bad paging."""

@@ -19,7 +19,7 @@ Everything is synchronous and blocking (git subprocesses); call it from a worker
 
 from __future__ import annotations
 
-from baton.git.close import CloseOptions, CloseResult, close_worktree, find_stash_by_nonce
+from baton.git.close import CloseOptions, CloseResult, close_worktree
 from baton.git.errors import (
     BranchNotFound,
     GitCommandFailed,
@@ -39,16 +39,19 @@ from baton.git.integrate import IntegrateOptions, IntegrationResult, integrate
 from baton.git.journal import Journal, JournalEntry, StepHook
 from baton.git.lock import IntegrationLock
 from baton.git.preflight import PreflightReport, merge_preview, preflight
+from baton.git.preview import discard_preview, request_view
 from baton.git.records import WorktreeRecord
 from baton.git.requests import FinalizationRequest, RequestStatus
 from baton.git.runner import Git, GitResult, GitVersion
 from baton.git.sqlite_store import GIT_DDL, SqliteGitStore
+from baton.git.stash import STASH_PIN_PREFIX, find_stash_by_nonce
 from baton.git.steps import Hooks
 from baton.git.store import FinalizationStore, WorktreeStore
 from baton.git.worktrees import create_worktree, reconcile_created
 
 __all__ = [
     "GIT_DDL",
+    "STASH_PIN_PREFIX",
     "BranchNotFound",
     "CloseOptions",
     "CloseResult",
@@ -84,10 +87,12 @@ __all__ = [
     "WorktreeStore",
     "close_worktree",
     "create_worktree",
+    "discard_preview",
     "find_stash_by_nonce",
     "inspect_worktree",
     "integrate",
     "merge_preview",
     "preflight",
     "reconcile_created",
+    "request_view",
 ]

@@ -1,30 +1,29 @@
 """Close a managed worktree: keep dirty work (stash) or discard it (confirmed), then remove.
 
 The retry-safe sequence of ``../shared/reference/worktree-safety.md`` §3.5, one journal step
-each: ``identity`` → ``stop_session`` → ``in_use`` → ``capture`` (stash: push with a nonce, find
-the entry by that nonce, pin it under ``refs/baton/stash/…``; discard: record what is lost) →
-``verify_captured`` (stash: the tree must now be clean, else refuse and report the stash) →
-``list_ignored`` (ignored files die with the directory; they are listed, or refused when
+each: ``identity`` → ``stop_session`` → ``in_use`` → ``capture`` (stash: a snapshot commit of
+the work, pinned under ``refs/baton/stash/…``, :mod:`baton.git.stash`; discard: record what is
+lost) → ``verify_captured`` (stash: every changed path is in the stash, else refuse and report
+it) → ``list_ignored`` (ignored files die with the directory; they are listed, or refused when
 "precious") → ``unlock`` (only our own lock) → ``remove`` (``git worktree remove``; ``--force``
-only for a confirmed discard, and a single ``--force`` never overrides another's lock) →
-``branch`` (deleted only if merged into the parent, by compare-and-delete on the recorded tip).
+only after the worktree was checked to equal its stash, or for a confirmed discard; a single
+``--force`` never overrides another's lock) → ``branch`` (deleted only if merged into the
+parent, by compare-and-delete on the recorded tip).
 
-Why a nonce and never ``stash@{0}``: ``refs/stash`` is shared by every worktree of the
-repository, so the newest entry may be another agent's (§3.1). Why the pin: a stash entry is a
-reflog entry that gc expires and anyone can drop; the pinned ref keeps the commit reachable.
+The stash never goes through ``refs/stash``: that list is shared by every worktree of the
+repository, and an entry there is what the user's next ``git stash pop`` applies (§3.1).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from baton.git.errors import InvalidRequest, Refused, WorktreeError
+from baton.git.errors import InvalidRequest, Refused
 from baton.git.journal import Journal
 from baton.git.records import WorktreeRecord, lock_reason, reason_has_token
 from baton.git.repo import (
@@ -37,14 +36,17 @@ from baton.git.repo import (
     worktree_list,
 )
 from baton.git.runner import Git
+from baton.git.stash import (
+    LIST_LIMIT,
+    capture_stash,
+    stash_message,
+    still_captured,
+    verify_captured,
+)
 from baton.git.steps import Hooks, identity_step, in_use_step, stop_step
 
 DirtyChanges = Literal["stash", "discard"]
 
-#: Namespace of pinned stash commits.
-STASH_PIN_PREFIX = "refs/baton/stash/"
-#: Entries listed in a report (counts are exact).
-LIST_LIMIT = 200
 DIFFSTAT_LIMIT = 16_000
 
 
@@ -57,67 +59,6 @@ class CloseOptions:
     """
 
     precious: Sequence[str] = field(default=())
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:64] or "session"
-
-
-def stash_message(record: WorktreeRecord, nonce: str) -> str:
-    """``baton close session=<key> branch=<B> nonce=<nonce>`` (what the entry's subject holds)."""
-    return f"baton close session={record.session_key} branch={record.branch} nonce={nonce}"
-
-
-def find_stash_by_nonce(git: Git, record: WorktreeRecord, nonce: str) -> str | None:
-    """The stash commit whose reflog subject carries ``nonce=<nonce>``, or None.
-
-    Reads ``log -g refs/stash`` (shared by all worktrees), never ``stash@{0}``.
-    """
-    common = record.common_dir
-    if resolve_commit(git, common, "refs/stash") is None:
-        return None
-    listed = git.run(
-        "log", "-g", "--format=%H%x09%gs", "refs/stash", "--",
-        cwd=common, git_dir=common, max_stdout=8 * 1024 * 1024, complete=False,
-    )  # fmt: skip
-    needle = f"nonce={nonce}"
-    for line in listed.out.split("\n"):
-        sha, _, subject = line.partition("\t")
-        if needle in subject.split():
-            return sha
-    return None
-
-
-def _capture_stash(git: Git, record: WorktreeRecord, data: dict[str, Any]) -> dict[str, Any]:
-    tip = resolve_commit(git, record.common_dir, record.branch_ref)
-    if not os.path.isdir(record.path):
-        return {"stash": None, "branchTip": tip}
-    nonce, message = data["nonce"], data["message"]
-    sha = find_stash_by_nonce(git, record, nonce)
-    if sha is None:
-        if not status(git, record.path):
-            return {"stash": None, "branchTip": tip}
-        git.run("stash", "push", "--include-untracked", "-m", message, cwd=record.path)
-        sha = find_stash_by_nonce(git, record, nonce)
-        if sha is None:
-            raise WorktreeError(
-                f"git stash push succeeded in {record.path} but no stash entry carries"
-                f" nonce={nonce}; nothing was removed"
-            )
-    pin = f"{STASH_PIN_PREFIX}{_safe(record.session_key)}-{nonce[:8]}"
-    pinned = resolve_commit(git, record.common_dir, pin)
-    if pinned is None:
-        # Create-only (expected old value ""): a retry can never repoint an existing pin.
-        git.run(
-            "update-ref", "-m", message, pin, sha, "",
-            cwd=record.common_dir, git_dir=record.common_dir,
-        )  # fmt: skip
-    elif pinned != sha:
-        raise WorktreeError(f"{pin} already points at {pinned}, not at the stash {sha}")
-    return {
-        "stash": {"sha": sha, "pinRef": pin, "message": message, "nonce": nonce},
-        "branchTip": tip,
-    }
 
 
 def _capture_discard(git: Git, record: WorktreeRecord) -> dict[str, Any]:
@@ -138,23 +79,6 @@ def _capture_discard(git: Git, record: WorktreeRecord) -> dict[str, Any]:
         },
         "branchTip": tip,
     }
-
-
-def _verify_captured(git: Git, record: WorktreeRecord, journal: Journal) -> dict[str, Any]:
-    if not os.path.isdir(record.path):
-        return {"clean": True}
-    left = status(git, record.path)
-    if left:
-        stash = journal.data("capture").get("stash")
-        raise Refused(
-            "not_captured",
-            f"after the stash, {len(left)} path(s) are still in {record.path} (e.g. an"
-            f" untracked nested repository at {left[0].path}); the worktree is kept"
-            + (f"; the stash {stash['sha']} holds the rest" if stash else ""),
-            leftPaths=[c.path for c in left[:LIST_LIMIT]],
-            stash=stash,
-        )
-    return {"clean": True}
 
 
 def _list_ignored(git: Git, record: WorktreeRecord, options: CloseOptions) -> dict[str, Any]:
@@ -193,7 +117,12 @@ def _unlock(git: Git, record: WorktreeRecord) -> dict[str, Any]:
     return {"unlocked": True}
 
 
-def _remove(git: Git, record: WorktreeRecord, discard: bool) -> dict[str, Any]:
+def _remove(
+    git: Git, record: WorktreeRecord, discard: bool, journal: Journal | None = None
+) -> dict[str, Any]:
+    """``git worktree remove``. With ``journal`` (a stash close), the worktree must still equal
+    its stash right before the removal, which is then forced when there is a stash (the
+    worktree still holds the work the stash commit keeps)."""
     common = record.common_dir
     entry = entry_for(worktree_list(git, common), record.path)
     if entry is None and not os.path.lexists(record.path):
@@ -209,12 +138,20 @@ def _remove(git: Git, record: WorktreeRecord, discard: bool) -> dict[str, Any]:
         # Our own lock again: a refused removal re-locks the worktree (below), and a retry
         # skips the unlock step that was done before. A foreign lock is refused here.
         _unlock(git, record)
-    argv = ["worktree", "remove", *(["--force"] if discard else []), "--", record.path]
+    force = discard
+    if journal is not None and os.path.isdir(record.path):
+        try:
+            still_captured(git, record, journal)
+        except Refused:
+            _relock(git, record)  # unlocked by the step before: keep it protected again
+            raise
+        force = journal.data("capture").get("stash") is not None
+    argv = ["worktree", "remove", *(["--force"] if force else []), "--", record.path]
     result = git.run(*argv, cwd=common, git_dir=common, ok=range(256))
     entry = entry_for(worktree_list(git, common), record.path)
     exists = os.path.lexists(record.path)
     if entry is None and not exists:
-        return {"removed": True, "forced": discard}
+        return {"removed": True, "forced": force}
     if entry is None:
         # git dropped its entry and the .git file, then failed to delete the rest
         # ("Directory not empty", a busy file): report, never rm -rf.
@@ -225,15 +162,20 @@ def _remove(git: Git, record: WorktreeRecord, discard: bool) -> dict[str, Any]:
             leftAt=record.path,
         )
     # Still registered: git refused (e.g. something dirty appeared). Keep it protected again.
-    git.run(
-        "worktree", "lock", "--reason", lock_reason(record.session_key, record.token),
-        record.path, cwd=common, git_dir=common, ok=(0, 128),
-    )  # fmt: skip
+    _relock(git, record)
     raise Refused(
         "not_captured",
         f"git refused to remove {record.path}: {result.err}",
         stderr=result.err,
     )
+
+
+def _relock(git: Git, record: WorktreeRecord) -> None:
+    common = record.common_dir
+    git.run(
+        "worktree", "lock", "--reason", lock_reason(record.session_key, record.token),
+        record.path, cwd=common, git_dir=common, ok=(0, 128),
+    )  # fmt: skip
 
 
 def _branch(git: Git, record: WorktreeRecord, journal: Journal) -> dict[str, Any]:
@@ -283,6 +225,7 @@ class CloseResult:
     dirty_changes: DirtyChanges
     worktree_state: str | None
     stash: dict[str, Any] | None
+    superseded_stashes: tuple[dict[str, Any], ...]
     discarded: dict[str, Any] | None
     ignored_deleted: tuple[str, ...]
     ignored_count: int
@@ -291,7 +234,9 @@ class CloseResult:
 
     def to_json(self) -> dict[str, Any]:
         """``{dirtyChanges, worktreeState, stash, discarded, ignoredDeleted, ignoredCount,
-        worktreeRemoved, branch}``; ``stash`` is ``{sha, pinRef, message, nonce}`` or null."""
+        worktreeRemoved, branch, supersededStashes?}``; ``stash`` is ``{sha, pinRef, message,
+        nonce}`` or null; ``supersededStashes`` (only when there are any) lists stashes of earlier
+        attempts whose work changed before the removal (each still pinned)."""
         return {
             "dirtyChanges": self.dirty_changes,
             "worktreeState": self.worktree_state,
@@ -301,7 +246,9 @@ class CloseResult:
             "ignoredCount": self.ignored_count,
             "worktreeRemoved": self.worktree_removed,
             "branch": self.branch,
-        }
+        } | (
+            {"supersededStashes": list(self.superseded_stashes)} if self.superseded_stashes else {}
+        )
 
     @classmethod
     def from_journal(cls, journal: Journal, dirty_changes: DirtyChanges) -> CloseResult:
@@ -312,6 +259,7 @@ class CloseResult:
             dirty_changes=dirty_changes,
             worktree_state=journal.data("identity").get("state"),
             stash=capture.get("stash"),
+            superseded_stashes=tuple(capture.get("supersededStashes") or ()),
             discarded=capture.get("discarded"),
             ignored_deleted=tuple(ignored.get("ignored", ())) if removed else (),
             ignored_count=int(ignored.get("ignoredCount", 0)) if removed else 0,
@@ -335,8 +283,9 @@ def close_worktree(
     Parameters
     ----------
     dirty_changes:
-        ``stash``: capture staged, unstaged and untracked changes in a pinned stash commit,
-        then remove without ``--force``. ``discard``: remove with a single ``--force``, after
+        ``stash``: capture staged, unstaged and untracked changes in a stash commit pinned
+        under ``refs/baton/stash/`` (never in ``refs/stash``), then remove once the worktree
+        is checked to equal it. ``discard``: remove with a single ``--force``, after
         recording what is lost; requires ``confirm_discard``.
     confirm_discard:
         The operator's confirmation (a request approved through ``ui-confirmation``).
@@ -381,13 +330,13 @@ def close_worktree(
             nonce = secrets.token_hex(16)
             return {"nonce": nonce, "message": stash_message(record, nonce)}
 
-        journal.run("capture", lambda data: _capture_stash(git, record, data), intent=intent)
+        journal.run("capture", lambda data: capture_stash(git, record, data), intent=intent)
     journal.run(
         "verify_captured",
-        lambda _: {"skipped": True} if discard else _verify_captured(git, record, journal),
+        lambda _: {"skipped": True} if discard else verify_captured(git, record, journal),
     )
     journal.run("list_ignored", lambda _: _list_ignored(git, record, options))
     journal.run("unlock", lambda _: _unlock(git, record))
-    journal.run("remove", lambda _: _remove(git, record, discard))
+    journal.run("remove", lambda _: _remove(git, record, discard, None if discard else journal))
     journal.run("branch", lambda _: _branch(git, record, journal))
     return CloseResult.from_journal(journal, dirty_changes)

@@ -7,6 +7,10 @@ States (``../shared/spec/spawnea-control-api.md``, ``spawnea_request_finalizatio
        └──reject──▶ rejected                       ▲ resume after a crash
                                  failed ──retry──▶ approved (journal kept)
 
+A retry (this request approved again, or a new request of the same kind for the session, which
+inherits the failed one's journal) rechecks termination, workspace use and the worktree's state,
+and skips only cleanup steps recorded complete (:mod:`baton.git.retry`).
+
 - ``integrate`` always starts ``pending`` (``ui-confirmation``): it changes the user's branch,
   so it waits for the operator. ``confirmation: "llm-validated"`` cannot authorise it.
 - ``close`` + ``discard`` always starts ``pending`` (``ui-confirmation``), even with
@@ -48,6 +52,7 @@ from baton.git.requests import (
     Mode,
     RequestStatus,
 )
+from baton.git.retry import inherited, reopened
 from baton.git.runner import Git
 from baton.git.steps import Hooks
 from baton.git.store import FinalizationStore
@@ -195,11 +200,15 @@ class Finalizations:
                 f"finalization {busy[0].request_id} of this session is still {busy[0].status}",
                 requestId=busy[0].request_id,
             )
+        earlier = inherited(
+            self.store.requests_for_session(session_key, ("failed",)), action, dirty_changes
+        )
         if action == "integrate":
             report = preflight(self.git, record)
             now = self._clock()
             entry = JournalEntry(APPROVAL_PREFLIGHT, "done", 1, now, now, report.to_json())
-            candidate = replace(candidate, journal=(entry,))
+            earlier = (entry, *earlier)
+        candidate = replace(candidate, journal=earlier)
         try:
             self.store.insert_request(candidate)
         except KeyError:
@@ -293,7 +302,7 @@ class Finalizations:
         if request.status == "approved":
             request = self._transition(request, "approved", status="executing")
         journal = Journal(
-            request.journal,
+            reopened(request.journal, record),
             persist=lambda entries: self.store.save_journal(request_id, entries),
             hook=self._hook,
         )

@@ -19,92 +19,30 @@ this interface; each is documented below. The one rule that decides safety: ``su
 ``unknown`` (the agent may be acting on it), and one that dies before settles it ``failed``.
 
 Outcomes are a closed union of frozen values (:data:`TurnOutcome`), after ``droid_sdk``'s
-``RunSuccess | RunInterrupted | RunFailure``: the type checker proves every case is handled.
+``RunSuccess | RunInterrupted | RunFailure``: the type checker proves every case is handled. They
+and :class:`HarnessError` now live in :mod:`baton.session` (the one seam, ``W3A-PLAN.md`` §2.1);
+the names below are transitional re-exports, removed by P7 with this module.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeAlias
+from typing import Any, Literal, NamedTuple, Protocol, TypeAlias
 
-#: Terminal turn states (``controller-tools.md``, "States").
-TerminalState = Literal["succeeded", "failed", "cancelled", "interrupted", "timed_out", "unknown"]
-OutcomeKind = Literal["success", "interrupted", "failure", "unknown"]
-#: What a success rests on (``WAVE2.md`` decision 6): the agent's own terminal event for our turn
-#: on its protocol (``agent_event``), a durable done record in the agent's session files
-#: (``agent_record``), or, for a generic terminal program with neither, an idle screen
-#: (``screen_idle``), which proves much less and is always reported as such.
-CompletionBasis = Literal["agent_event", "agent_record", "screen_idle"]
+# Moved to ``baton.session``; re-exported for the callers not yet ported (removed by P7).
+from baton.session.errors import HarnessError as HarnessError
+from baton.session.outcomes import CompletionBasis as CompletionBasis
+from baton.session.outcomes import Failed as Failed
+from baton.session.outcomes import Interrupted as Interrupted
+from baton.session.outcomes import OutcomeKind as OutcomeKind
+from baton.session.outcomes import Succeeded as Succeeded
+from baton.session.outcomes import TerminalState as TerminalState
+from baton.session.outcomes import TurnOutcome as TurnOutcome
+from baton.session.outcomes import Unknown as Unknown
+
 #: What a terminal agent's screen shows (tmux harness): busy, asking something, or waiting.
 ScreenState = Literal["working", "needs_input", "idle"]
-
-
-# -- outcomes ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Succeeded:
-    """The agent itself ended our turn with a success reason (e.g. Droid ``completed``)."""
-
-    reason: str
-    message: str
-    text: str = ""
-    basis: CompletionBasis = "agent_event"
-    state: ClassVar[Literal["succeeded"]] = "succeeded"
-    kind: ClassVar[Literal["success"]] = "success"
-    submitted: ClassVar[bool] = True
-    agent_terminal: ClassVar[bool] = True
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Interrupted:
-    """The turn ended early: cancelled by us (``cancelled``) or ended by the agent without success
-    for a reason such as a rejected permission (``interrupted``).
-
-    ``agent_terminal`` is False when the agent did not confirm the end within the grace period (the
-    caller then kills it); ``submitted`` is False when the prompt never left Baton.
-    """
-
-    state: Literal["cancelled", "interrupted"]
-    reason: str
-    message: str
-    text: str = ""
-    submitted: bool = True
-    agent_terminal: bool = True
-    kind: ClassVar[Literal["interrupted"]] = "interrupted"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Failed:
-    """The turn failed: before submission (``submitted`` False: nothing reached the agent), or the
-    agent ended it with a failure reason (``agent_terminal`` True), or its process died."""
-
-    reason: str
-    message: str
-    text: str = ""
-    submitted: bool = False
-    agent_terminal: bool = False
-    state: ClassVar[Literal["failed"]] = "failed"
-    kind: ClassVar[Literal["failure"]] = "failure"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unknown:
-    """Baton cannot know what happened to a prompt that may have reached the agent (e.g. a tmux
-    paste whose Enter could not be confirmed). Never replayed, never rewritten."""
-
-    reason: str
-    message: str
-    text: str = ""
-    state: ClassVar[Literal["unknown"]] = "unknown"
-    kind: ClassVar[Literal["unknown"]] = "unknown"
-    submitted: ClassVar[bool] = True
-    agent_terminal: ClassVar[bool] = False
-
-
-TurnOutcome: TypeAlias = Succeeded | Interrupted | Failed | Unknown
 
 
 # -- prompts the agent raises --------------------------------------------------------------------
@@ -162,6 +100,10 @@ class Declined:
 # -- what a harness reports ----------------------------------------------------------------------
 
 
+#: ``{path, branch, cwd}`` of a git worktree the agent made and works in, or None.
+Worktree: TypeAlias = Mapping[str, str | None] | None
+
+
 class SessionSink(Protocol):
     """Where a harness reports what it observes. Calls are cheap and never block for long.
 
@@ -173,9 +115,12 @@ class SessionSink(Protocol):
     def spawned(self, agent_pid: int) -> None:
         """The agent process exists (informational; supervision does not depend on it)."""
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
-        """The conversation is open: the agent's own session id (Droid's UUID, a tmux target) and
-        the settings the agent reports it applied (read back, never what we asked)."""
+    def session(
+        self, agent_session_id: str, settings: Mapping[str, Any], *, worktree: Worktree = None
+    ) -> None:
+        """The conversation is open: the agent's own session id (Droid's UUID, a tmux target),
+        the settings it reports it applied (read back, never what we asked), and ``{path,
+        branch, cwd}`` of a worktree it made itself (:mod:`baton.harnesses.droid.worktree`)."""
 
     def submitting(self, turn_id: str) -> None:
         """From now on the prompt may reach the agent. Called before the first byte is sent: if
@@ -316,7 +261,8 @@ class Harness(Protocol):
         ------
         HarnessError
             If the agent cannot be started or does not complete setup (the message says why;
-            nothing was submitted).
+            nothing was submitted). What is still stopping is the error's
+            :meth:`~HarnessError.clean_up`, for the caller to await once it recorded the failure.
         asyncio.CancelledError
             If cancelled while opening; anything started is stopped first.
         """
@@ -325,78 +271,3 @@ class Harness(Protocol):
     async def list_models(self, cwd: str) -> list[dict[str, Any]]:
         """The agent's live model catalogue (raw records), from a process that submits nothing."""
         ...
-
-
-class HarnessError(Exception):
-    """Opening a session failed before anything was submitted; ``reason`` is a stable code."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-
-async def run_one_turn(
-    harness: Harness,
-    spec: SessionSpec,
-    turn: TurnInput,
-    sink: SessionSink,
-    prompts: PromptPolicy,
-    cancel: asyncio.Event,
-) -> TurnOutcome:
-    """The controller's one-turn-per-process path, composed from the session operations.
-
-    Opens, submits ``turn`` and closes. A ``cancel`` before submission submits nothing and ends
-    ``cancelled``; after it, interrupts and lets :meth:`AgentSession.submit` report the end.
-    Reports the outcome with ``sink.terminal`` exactly once (also when opening fails).
-    """
-    opening = asyncio.ensure_future(harness.open(spec, sink, prompts))
-    if await _first(opening, cancel) == "cancel":
-        opening.cancel()
-        session = await _settled(opening)
-        if session is not None:
-            await session.close()
-        outcome: TurnOutcome = Interrupted(
-            state="cancelled",
-            reason="cancelled",
-            message="cancelled during setup; no prompt was submitted",
-            submitted=False,
-            agent_terminal=False,
-        )
-        sink.terminal(turn.turn_id, outcome)
-        return outcome
-    try:
-        session = opening.result()
-    except HarnessError as exc:
-        outcome = Failed(reason=exc.reason, message=exc.message)
-        sink.terminal(turn.turn_id, outcome)
-        return outcome
-    try:
-        submitting = asyncio.ensure_future(session.submit(turn, sink))
-        if await _first(submitting, cancel) == "cancel":
-            await session.interrupt()
-        return await submitting
-    finally:
-        await session.close()
-
-
-async def _first(task: asyncio.Future[Any], cancel: asyncio.Event) -> Literal["task", "cancel"]:
-    """Wait for ``task`` or ``cancel``, whichever comes first (``task`` wins a tie)."""
-    waiter = asyncio.ensure_future(cancel.wait())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    return "task" if task.done() else "cancel"
-
-
-async def _settled(task: asyncio.Future[AgentSession]) -> AgentSession | None:
-    """The result of a cancelled open, if it finished anyway; its failure is not ours to raise."""
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
-            raise
-        return None
-    except HarnessError:
-        return None

@@ -16,13 +16,14 @@ parsed and revalidates with ``stat``.
 
 This module is the droid-mcp file layer's front door: it re-exports the record, transcript,
 settings and resume-guard names of :mod:`~baton.harnesses.droid_records`,
-:mod:`~baton.harnesses.droid_transcript`, :mod:`~baton.harnesses.droid_settings` and
-:mod:`~baton.harnesses.droid_resume`.
+:mod:`~baton.harnesses.droid_transcript` (and its cursor),
+:mod:`~baton.harnesses.droid_settings` and :mod:`~baton.harnesses.droid_resume`.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -51,12 +52,12 @@ from baton.harnesses.droid_settings import (
 from baton.harnesses.droid_transcript import (
     FinishedTurn,
     PendingTool,
-    TranscriptCursor,
     TranscriptEvent,
     TranscriptRead,
     TranscriptReader,
     TranscriptStatus,
 )
+from baton.harnesses.droid_transcript_cursor import TranscriptCursor
 
 __all__ = [
     "AUTONOMY_LEVELS",
@@ -84,6 +85,10 @@ __all__ = [
 #: mtime moving (timestamps are coarse); it is checked again on the next call (the "racy git"
 #: rule).
 _RACY_NS = 1_000_000_000
+#: Bounds of one scan: transcripts read per directory and project directories per home (far
+#: above any real home; a directory filled by something else cannot make a scan unbounded).
+_MAX_FILES = 100_000
+_MAX_DIRS = 20_000
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _DIR_FD_STAT = os.stat in os.supports_dir_fd
 
@@ -229,9 +234,16 @@ class SessionFileIndex:
         try:
             with os.scandir(path) as items:
                 for item in items:
+                    # Only regular files: a FIFO or device named like a transcript is never
+                    # opened (its open would wait for a writer); symlinks are not Droid's.
                     if item.name.endswith(".jsonl"):
-                        files.append((item.name, item.path))
-                    elif item.is_dir(follow_symlinks=False) and not item.name.startswith("."):
+                        if item.is_file(follow_symlinks=False) and len(files) < _MAX_FILES:
+                            files.append((item.name, item.path))
+                    elif (
+                        item.is_dir(follow_symlinks=False)
+                        and not item.name.startswith(".")
+                        and len(subdirs) < _MAX_DIRS
+                    ):
                         subdirs.append(item.path)
         except OSError:
             return None
@@ -255,8 +267,15 @@ class SessionFileIndex:
         try:
             for name, path in listing.files:
                 try:
-                    st = os.stat(name, dir_fd=fd) if fd is not None else os.stat(path)
+                    st = (
+                        os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        if fd is not None
+                        else os.lstat(path)
+                    )
                 except OSError:
+                    changed |= entries.pop(path, None) is not None
+                    continue
+                if not stat.S_ISREG(st.st_mode):  # replaced by a FIFO or a link since listed
                     changed |= entries.pop(path, None) is not None
                     continue
                 entry = entries.get(path)

@@ -102,7 +102,9 @@ def record(line: Line) -> Record:
     if line.raw is None:
         return _oversizedrecord(line.prefix)
     try:
-        value = json.loads(line.raw)
+        # Bytes that are not UTF-8 become U+FFFD, as droid-sdk's transport decodes Droid's own
+        # output: a line with one bad byte is still its message, not a broken record.
+        value = json.loads(line.raw.decode("utf-8", "replace"))
     except ValueError:
         return Record(key=None, kind="broken")
     if not isinstance(value, dict):

@@ -3,7 +3,8 @@
 Facts (Droid CLI 0.225.2, measured; ``shared/design/WAVE2.md`` §4.2–§4.3): line 0 of
 ``<sessionId>.jsonl`` is a ``session_start`` record (title, cwd, fork ``parent``, subagent or
 mission worker ``callingSessionId``); ``<sessionId>.settings.json`` holds model, autonomy,
-interaction mode, tags and ``archivedAt``, and ``.settings.json.bak`` is its previous version.
+interaction mode, tags, ``archivedAt`` and, for a session started with ``--worktree``, ``worktree:
+{branch, path, repoRoot}``; ``.settings.json.bak`` is its previous version.
 Mission roles come from the ``mission-session`` tag's metadata, else the older
 ``mission-orchestrator`` / ``mission-worker`` tags, as the CLI itself reads them.
 """
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from baton.regular_files import open_regular, read_regular
 
 #: Autonomy levels in increasing order (droid-mcp: ``off`` < ``low`` < ``medium`` < ``high``).
 AUTONOMY_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high")
@@ -70,6 +73,10 @@ class SessionRecord:
     settings_readable: bool
     settings_from_backup: bool
     path: Path
+    #: Droid's ``worktree`` record in the settings (a session started with ``--worktree``):
+    #: the worktree's top directory and the repository it belongs to.
+    worktree_path: str | None = None
+    worktree_repo: str | None = None
 
     @property
     def mtime(self) -> float:
@@ -93,8 +100,14 @@ def iso_from_ns(ns: int) -> str:
 
 
 def read_head(path: str) -> tuple[Json | None, str | None]:
-    """Line 0 as a dict (None if it is not a usable ``session_start``) and line 1's timestamp."""
-    with open(path, "rb") as handle:
+    """Line 0 as a dict (None if it is not a usable ``session_start``) and line 1's timestamp.
+
+    Raises
+    ------
+    OSError
+        If ``path`` cannot be opened or is not a regular file (a FIFO never blocks the read).
+    """
+    with open_regular(path) as handle:
         data = handle.read(_HEAD_CHUNK)
         # Line 0, then enough of line 1 for its timestamp (it comes within its first bytes).
         while len(data) < _MAX_HEADER_BYTES and (
@@ -107,7 +120,8 @@ def read_head(path: str) -> tuple[Json | None, str | None]:
     newline = data.find(b"\n")
     first = data if newline < 0 else data[:newline]
     try:
-        header = json.loads(first)
+        # Bytes that are not UTF-8 become U+FFFD (a title with one bad byte keeps its session).
+        header = json.loads(first.decode("utf-8", "replace"))
     except ValueError:
         return None, None
     if not isinstance(header, dict) or header.get("type") != "session_start":
@@ -133,9 +147,8 @@ def stat_sig(path: str) -> Sig | None:
 
 def _load_json_object(path: str) -> Json | None:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_SETTINGS_BYTES + 1)
-    except OSError:
+        data = read_regular(path, _MAX_SETTINGS_BYTES)
+    except OSError:  # missing, unreadable, or not a regular file (never blocks on a FIFO)
         return None
     if len(data) > _MAX_SETTINGS_BYTES:
         return None
@@ -204,6 +217,8 @@ def classify(
         mode = values.get("autonomyMode")
         autonomy = _MODE_LEVELS.get(mode) if isinstance(mode, str) else None
     archived_at = values.get("archivedAt")
+    worktree = values.get("worktree")
+    worktree = worktree if isinstance(worktree, dict) else {}
     return SessionRecord(
         id=session_id,
         title=header["title"],
@@ -229,4 +244,6 @@ def classify(
         settings_readable=settings.values is not None,
         settings_from_backup=settings.values is not None and settings.from_backup,
         path=Path(path),
+        worktree_path=_text(worktree.get("path")),
+        worktree_repo=_text(worktree.get("repoRoot")),
     )

@@ -1,20 +1,20 @@
 """Factory's Sessions REST API, for sessions this host does not run (desktop app, other machines).
 
-Endpoints, from Factory's public API reference (docs.factory.ai, "api-reference/sessions";
-``https://api.factory.ai/api/v0/...``, header ``X-API-Key``; the reference says the sessions API
-is enabled for selected organizations only):
+Endpoints, from Factory's public API reference (docs.factory.ai, "API reference → Sessions",
+generated from ``https://api.factory.ai/api/v0/openapi.json``; the reference says the sessions
+API is enabled for selected organizations only). Every request carries ``Authorization: Bearer
+<FACTORY_API_KEY>`` (the reference's ``BearerAuth`` scheme: "Factory API key or JWT token").
 
 ======================  =============================================  =====================
 operation               request                                        answer
 ======================  =============================================  =====================
+``listSessions``        ``GET /api/v0/sessions?limit=1..100&cursor=``  ``{sessions: [...],
+                                                                       pagination}``
 ``getSession``          ``GET /api/v0/sessions/{id}``                  ``{sessionId, status,
                                                                        messageCount, title,
                                                                        sessionSettings, ...}``
 ``updateSession``       ``PATCH /api/v0/sessions/{id}``                the session
-                        ``{"sessionSettings": {model, reasoningEffort,
-                        interactionMode, autonomyLevel, specModeModel,
-                        specModeReasoningEffort, tags, enabledToolIds,
-                        disabledToolIds, ...}}``
+                        ``{"sessionSettings": {...}}``
 ``getMessages``         ``GET /api/v0/sessions/{id}/messages``         ``{messages: [...],
                         ``?limit=1..100&cursor=&role=user|assistant|   pagination: {hasMore,
                         tool``                                         nextCursor}}``
@@ -23,12 +23,20 @@ operation               request                                        answer
 ``interrupt``           ``POST /api/v0/sessions/{id}/interrupt``       ``{status}``
 ======================  =============================================  =====================
 
+``sessionSettings`` keys are Droid's session-settings names, the ones Droid CLI 0.225.2 itself
+sends to Factory's cloud as ``{"sessionSettings": ...}`` (its bundled schema): ``model``,
+``reasoningEffort``, ``interactionMode``, ``autonomyLevel``, ``specModeModel``,
+``specModeReasoningEffort``, ``enabledToolIds``, ``disabledToolIds``, ``restrictToolIds``, ``tags``
+(not the protocol's ``modelId``/``specModeModelId``, which are ``update_session_settings``'s).
+The item shape of ``listSessions`` is not given by the reference's page text; this client reads
+each item like a ``getSession`` answer.
+
 ``status`` is ``idle``, ``pending`` or ``running``. The reference lists no endpoint for pending
 permission prompts or for answering them, so this client has none. **Untested against the live
 API** (it cannot be reached from the test environment); tests use ``tests/fakes/factory_rest.py``.
 
-The API key travels only in the ``X-API-Key`` header: it is never logged, never part of an error
-message or ``repr``, and redirects are not followed (a redirect would carry the header to
+The API key travels only in the ``Authorization`` header: it is never logged, never part of an
+error message or ``repr``, and redirects are not followed (a redirect would carry the header to
 another host).
 """
 
@@ -42,6 +50,8 @@ import httpx2
 from baton.paging import clip
 
 DEFAULT_BASE_URL = "https://api.factory.ai"
+#: The most items one page of ``getMessages`` or ``listSessions`` holds (the reference: 1-100).
+PAGE_MAX = 100
 #: Seconds for one request (connect: 5 s).
 DEFAULT_TIMEOUT_S = 20.0
 
@@ -71,6 +81,10 @@ class FactoryRestError(Exception):
 
 class SessionsApi(Protocol):
     """What droid-mcp needs from the Sessions REST API (implemented by :class:`FactoryRest`)."""
+
+    async def list_sessions(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> Json: ...
 
     async def get_session(self, session_id: str) -> Json: ...
 
@@ -126,7 +140,7 @@ class FactoryRest:
             raise ValueError("api_key must not be empty")
         self._client = httpx2.AsyncClient(
             base_url=base_url.rstrip("/") + "/api/v0",
-            headers={"X-API-Key": api_key, "Accept": "application/json"},
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
             timeout=httpx2.Timeout(timeout_s, connect=min(5.0, timeout_s)),
             follow_redirects=False,
             transport=transport,
@@ -138,6 +152,22 @@ class FactoryRest:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
+
+    async def list_sessions(self, *, limit: int | None = None, cursor: str | None = None) -> Json:
+        """``listSessions``: one page ``{sessions, pagination: {hasMore, nextCursor}}`` of the
+        key owner's sessions.
+
+        Raises
+        ------
+        ValueError
+            If ``limit`` is outside 1–100.
+        """
+        params: dict[str, str] = {}
+        if limit is not None:
+            params["limit"] = str(_limit(limit))
+        if cursor is not None:
+            params["cursor"] = cursor
+        return await self._call("GET", "/sessions", params=params)
 
     async def get_session(self, session_id: str) -> Json:
         """``getSession``: the session's status, title, message count and settings."""
@@ -160,9 +190,7 @@ class FactoryRest:
         """
         params: dict[str, str] = {}
         if limit is not None:
-            if not 1 <= limit <= 100:
-                raise ValueError("limit must be from 1 to 100")
-            params["limit"] = str(limit)
+            params["limit"] = str(_limit(limit))
         if cursor is not None:
             params["cursor"] = cursor
         if role is not None:
@@ -175,7 +203,8 @@ class FactoryRest:
         return await self._call("POST", path, body={"text": text})
 
     async def update_session(self, session_id: str, settings: Json) -> Json:
-        """``updateSession``: PATCH ``{"sessionSettings": settings}``; answers the session."""
+        """``updateSession``: PATCH ``{"sessionSettings": settings}`` (Droid's session-settings
+        keys, see the module docstring); answers the session."""
         path = _session_path(session_id)
         return await self._call("PATCH", path, body={"sessionSettings": settings})
 
@@ -211,6 +240,12 @@ class FactoryRest:
         if not isinstance(value, dict):
             raise FactoryRestError("bad_response", f"{method} {path}: not an object", status)
         return value
+
+
+def _limit(limit: int) -> int:
+    if not 1 <= limit <= PAGE_MAX:
+        raise ValueError(f"limit must be from 1 to {PAGE_MAX}")
+    return limit
 
 
 def _session_path(session_id: str) -> str:

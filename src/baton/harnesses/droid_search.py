@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from baton.regular_files import open_regular
+
 #: The contract's timeout for a content search, seconds.
 SEARCH_TIMEOUT_S = 40.0
 #: Bytes of file names passed to one ``rg`` process (well under Linux's 2 MiB argv limit).
@@ -164,7 +166,7 @@ def _scan(query: str, paths: Sequence[str], deadline: float) -> SearchResult:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         tail = ""
         try:
-            with open(path, "rb") as handle:
+            with open_regular(path) as handle:  # a FIFO is skipped, never waited on
                 while chunk := handle.read(_CHUNK):
                     text = tail + decoder.decode(chunk).casefold()
                     if any(n in text for n in needles):

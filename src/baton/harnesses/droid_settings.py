@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from baton.regular_files import read_regular
+
 Json = dict[str, Any]
 
 #: Custom-model fields that may be shown. Everything else (``apiKey``, ``extraHeaders``,
@@ -39,10 +41,10 @@ def read_user_settings(factory_home: Path) -> Json | None:
 
 def read_settings_file(path: Path) -> Json | None:
     """A Droid settings file (user settings, or a runtime ``--settings`` file) as a dict; None if
-    missing, unreadable, over the size bound or not an object."""
+    missing, unreadable, not a regular file (a FIFO is never opened for a blocking read), over
+    the size bound or not an object. A symlink to a regular file is followed (dotfiles)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_SETTINGS_BYTES + 1)
+        data = read_regular(path, _MAX_SETTINGS_BYTES, follow_symlinks=True)
     except OSError:
         return None
     if len(data) > _MAX_SETTINGS_BYTES:

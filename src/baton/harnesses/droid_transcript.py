@@ -20,10 +20,7 @@ The reader streams files line by line and never holds more than one record (at m
 
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
-import json
 import os
 import threading
 from dataclasses import dataclass
@@ -32,7 +29,9 @@ from typing import IO, Any, Literal
 
 from baton.errors import BatonError
 from baton.harnesses.droid_jsonl import Line, Record, lines, read_header, record
+from baton.harnesses.droid_transcript_cursor import START, TranscriptCursor
 from baton.paging import clip, utf16_len
+from baton.regular_files import open_regular
 
 #: Event text is clipped to this many UTF-16 code units (droid-mcp tool reference: 4000).
 EVENT_TEXT_LIMIT = 4000
@@ -40,7 +39,6 @@ EVENT_TEXT_LIMIT = 4000
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 #: Transcripts whose incremental summary is kept (those being waited on or read).
 _SUMMARIES_KEPT = 64
-_CURSOR_PREFIX = "t1."
 
 State = Literal["running", "idle"]
 EventType = Literal["user", "assistant"]
@@ -49,57 +47,6 @@ Json = dict[str, Any]
 
 # --------------------------------------------------------------------------------------------
 # Public values
-
-
-@dataclass(frozen=True)
-class TranscriptCursor:
-    """A position in a transcript: after line ``lines - 1``.
-
-    ``lines`` counts the complete lines consumed, line 0 included (so ``1`` = just after the
-    header). ``prev_key`` is the key of line ``lines - 1`` (None for the header), and
-    ``prev_rel`` its byte offset measured from the start of line 1 (``-1`` for the header): the
-    offset is only a hint, checked against ``prev_key`` before it is trusted.
-    """
-
-    lines: int
-    prev_rel: int
-    prev_key: str | None
-
-    def encode(self) -> str:
-        """The opaque cursor string handed to callers (``seq`` / ``nextSeq``)."""
-        raw = json.dumps([self.lines, self.prev_rel, self.prev_key], separators=(",", ":"))
-        return _CURSOR_PREFIX + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-    @staticmethod
-    def decode(text: str) -> TranscriptCursor:
-        """Parse a string made by :meth:`encode`.
-
-        Raises
-        ------
-        BatonError
-            ``invalid_argument`` if ``text`` is not such a cursor.
-        """
-        bad = BatonError("invalid_argument", "afterSeq is not a transcript cursor this server made")
-        if not isinstance(text, str) or not text.startswith(_CURSOR_PREFIX) or len(text) > 1024:
-            raise bad
-        body = text[len(_CURSOR_PREFIX) :]
-        try:
-            value = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        except (ValueError, binascii.Error):
-            raise bad from None
-        if not (isinstance(value, list) and len(value) == 3):
-            raise bad
-        lines, prev_rel, prev_key = value
-        if type(lines) is not int or type(prev_rel) is not int or lines < 1:
-            raise bad
-        if lines == 1 and (prev_rel != -1 or prev_key is not None):
-            raise bad
-        if lines > 1 and (prev_rel < 0 or not isinstance(prev_key, str)):
-            raise bad
-        return TranscriptCursor(lines, prev_rel, prev_key)
-
-
-START = TranscriptCursor(1, -1, None)
 
 
 @dataclass(frozen=True)
@@ -263,9 +210,9 @@ class TranscriptReader:
         Raises
         ------
         OSError
-            If the file cannot be opened.
+            If the file cannot be opened or is not a regular file.
         """
-        with self._lock, open(path, "rb") as handle:
+        with self._lock, open_regular(path) as handle:
             summary = self._sync(str(path), handle)
             return TranscriptStatus(
                 state="running" if summary.last_prompt > summary.last_outcome else "idle",
@@ -321,12 +268,12 @@ class TranscriptReader:
         BatonError
             ``invalid_argument`` for a malformed cursor or ``max_events < 1``.
         OSError
-            If the file cannot be opened.
+            If the file cannot be opened or is not a regular file.
         """
         if max_events < 1:
             raise BatonError("invalid_argument", "maxEvents must be at least 1")
         cursor = TranscriptCursor.decode(after) if after is not None else None
-        with self._lock, open(path, "rb") as handle:
+        with self._lock, open_regular(path) as handle:
             summary = self._sync(str(path), handle)
             state: State = "running" if summary.last_prompt > summary.last_outcome else "idle"
             attention = (summary.pending,) if summary.pending else ()

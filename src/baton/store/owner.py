@@ -2,8 +2,16 @@
 
 ``fcntl.flock`` is released by the kernel when the holding process dies, so a stale record can
 never fake a live owner after PID reuse: if we hold the lock, the recorded owner is dead. The
-record (pid, host, HOME, profile, start time) is there to refuse a state directory that belongs
-to another host, HOME or profile (``controller.md``, "Same-host durability").
+record (pid, host, HOME, profile, process, start time) is there to refuse a state directory that
+belongs to another host, HOME or profile (``controller.md``, "Same-host durability": "startup
+refuses a live owner, another host/HOME/profile").
+
+The *profile* is the Droid profile the runs were made with: ``FACTORY_HOME_OVERRIDE``, which
+Droid uses in place of ``HOME`` for its own home (``~/.factory``: logins, settings, session
+history; measured in CLI 0.225.2), or ``default`` without it. Runs of one state directory name
+Droid sessions that live there, so the same contract asks to "keep the same user, HOME,
+FACTORY_HOME_OVERRIDE". The *process* (``serve``, ``daemon``) is not part of the identity: one
+state directory passes from a ``baton serve`` to a daemon and back (``WAVE2.md`` §6.8).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import fcntl
 import json
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,14 +30,29 @@ from baton.store.statedir import write_private_file
 
 LOCK_NAME = "owner.lock"
 RECORD_NAME = "owner.json"
+DEFAULT_PROFILE = "default"
+#: ``profile`` values Baton wrote before the profile named Droid's (a surface or a process kind):
+#: they say nothing about the Droid profile, so such a record is not refused for it.
+_UNKNOWN_PROFILES = frozenset({"serve", "daemon", "controller", "droid-mcp", "spawnea"})
+
+
+def droid_profile(environ: Mapping[str, str] | None = None) -> str:
+    """The Droid profile of ``environ`` (default: this process's): ``FACTORY_HOME_OVERRIDE``
+    normalised, or :data:`DEFAULT_PROFILE` when it is unset (Droid then lives under HOME)."""
+    override = (os.environ if environ is None else environ).get("FACTORY_HOME_OVERRIDE")
+    if override is None:
+        return DEFAULT_PROFILE
+    return os.path.normpath(override) if override else override
 
 
 @dataclass
 class OwnerLock:
-    """Holds the owner lock of ``directory`` for ``profile`` until :meth:`release`."""
+    """Holds the owner lock of ``directory`` for ``process`` (``serve``, ``daemon``: recorded,
+    informational) until :meth:`release`; the identity checked is host, HOME and
+    :func:`droid_profile`."""
 
     directory: Path
-    profile: str
+    process: str
     _fd: int | None = None
     recovered_from: dict[str, object] | None = None
 
@@ -78,7 +102,8 @@ class OwnerLock:
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "home": os.path.expanduser("~"),
-            "profile": self.profile,
+            "profile": droid_profile(),
+            "process": self.process,
             "startedAt": datetime.now(UTC).isoformat(),
         }
 
@@ -96,13 +121,15 @@ class OwnerLock:
 
     def _check_same_identity(self, previous: dict[str, object]) -> None:
         mine = self._identity()
-        # The profile (serve, daemon) is informational: one state directory serves every surface
-        # and passes from a `baton serve` to a daemon and back (WAVE2.md §6.8).
-        for key in ("host", "home"):
-            if previous.get(key) != mine[key]:
+        named = {"host": "host", "home": "home", "profile": "profile (FACTORY_HOME_OVERRIDE)"}
+        for key, what in named.items():
+            theirs = previous.get(key)
+            if key == "profile" and (theirs is None or theirs in _UNKNOWN_PROFILES):
+                continue  # written by an older Baton: it does not say
+            if theirs != mine[key]:
                 raise StateError(
-                    f"state directory {self.directory} belongs to {key} {previous.get(key)!r}, "
+                    f"state directory {self.directory} belongs to {what} {theirs!r}, "
                     f"not {mine[key]!r}; refusing to take it over. Use another stateDirectory, "
-                    f"or, if no Baton from that {key} is running, remove "
+                    f"or, if no Baton with that {what} is running, remove "
                     f"{self.directory / RECORD_NAME} and start again"
                 )

@@ -166,3 +166,12 @@ class SessionQueries(StoreCore):
                 "UPDATE sessions SET attach_json = ? WHERE session_key = ?",
                 (dumps(attach), session_key),
             )
+
+    def set_session_parent(self, session_key: str, parent_session_key: str | None) -> None:
+        """Move a session in the hierarchy (Spawnea promotes a child to a root: None)."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE sessions SET parent_session_key = ?, alias = CASE WHEN ? IS NULL "
+                "THEN NULL ELSE alias END WHERE session_key = ?",
+                (parent_session_key, parent_session_key, session_key),
+            )

@@ -168,6 +168,8 @@ class SessionOpened(_Msg):
     t: Literal["session"] = "session"
     sessionId: str
     settings: dict[str, Any]
+    #: ``{path, branch, cwd}`` of the worktree the agent made and works in, if it made one.
+    worktree: dict[str, str | None] | None = None
 
 
 class Submitting(_Msg):

@@ -38,9 +38,9 @@ from baton.harnesses.base import (
     PromptRequest,
     ScreenState,
     TurnOutcome,
-    run_one_turn,
 )
 from baton.harnesses.bounded import TAIL_LIMIT
+from baton.harnesses.one_turn import run_one_turn
 from baton.harnesses.prompts import AskPolicy, AutoPolicy
 from baton.harnesses.registry import build_harness, preload
 from baton.paging import tail
@@ -74,8 +74,20 @@ class PipeSink:
     def spawned(self, agent_pid: int) -> None:
         self.send(wire.Spawned(agentPid=agent_pid))
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
-        self.send(wire.SessionOpened(sessionId=agent_session_id, settings=dict(settings)))
+    def session(
+        self,
+        agent_session_id: str,
+        settings: Mapping[str, Any],
+        *,
+        worktree: Mapping[str, str | None] | None = None,
+    ) -> None:
+        self.send(
+            wire.SessionOpened(
+                sessionId=agent_session_id,
+                settings=dict(settings),
+                worktree=dict(worktree) if worktree is not None else None,
+            )
+        )
 
     def submitting(self, turn_id: str) -> None:
         self.send(wire.Submitting(turnId=turn_id))
@@ -296,7 +308,10 @@ async def _end_session(
     if session is None:
         opening.cancel()
         await settle(opening)
-        if not opening.cancelled() and opening.exception() is None:
+        failure = None if opening.cancelled() else opening.exception()
+        if isinstance(failure, HarnessError):
+            await failure.clean_up()  # its OpenFailed report went out first
+        elif failure is None and not opening.cancelled():
             session = opening.result()  # an open that finished anyway is closed below
     if session is None:
         return

@@ -9,6 +9,12 @@ tool-error envelope. Everything else is shared, so every surface answers the sam
   widens :attr:`SurfaceServer.served_methods`; capabilities are derived from what is served, so
   nothing unserved (prompts, resources, ``subscriptions/listen``) is advertised, and every other
   method answers ``-32601`` (JSON-RPC 2.0 §5.1);
+* a surface whose tool list changes during a connection serves list changes in both protocol
+  eras: it adds ``subscriptions/listen`` to :attr:`SurfaceServer.served_methods` (2026-07-28: the
+  SDK's own listen handler and bus, and ``tools.listChanged`` in ``server/discover``, which the
+  SDK derives from that method being served), says so in
+  :meth:`SurfaceServer.notification_options` (the handshake era's ``initialize`` answer), and
+  calls :meth:`SurfaceServer.announce_tools_changed` after the change;
 * an unknown tool is a JSON-RPC ``-32602`` error, not a tool result (MCP 2025-11-25, "Tools", error
   handling: unknown tools are protocol errors);
 * tool arguments must be exactly what the input schema names: every published schema says
@@ -19,7 +25,10 @@ tool-error envelope. Everything else is shared, so every surface answers the sam
   anywhere else; over stdio such a line is no longer dropped before dispatch
   (:func:`lenient_lines`);
 * an unexpected exception inside a tool is the surface's ``internal_error`` with a generic message,
-  and inside any other handler the JSON-RPC ``-32603``; the traceback goes to the log only.
+  and inside any other handler the JSON-RPC ``-32603``; the traceback goes to the log only;
+* every tool result, answer or error, is built by :func:`tool_result`, which makes each string in
+  it safe to print (:func:`baton.text.terminal_safe`): agent text never reaches a caller's
+  terminal with its control sequences.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import json
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
 
 import mcp_types
@@ -39,12 +48,19 @@ from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import (
+    CallToolResult,
+    InputRequiredResult,
+    SubscriptionsListenRequestParams,
+    TextContent,
+)
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from baton.errors import BatonError
+from baton.text import terminal_safe_json
 from baton.transports.stdio import lenient_lines
 
 log = logging.getLogger(__name__)
@@ -77,8 +93,9 @@ class SurfaceServer(MCPServer[Any], ABC):
     per-request deadline is never shorter (``baton.transports.http.request_deadline_s``)."""
 
     def __init__(self, name: str, **kwargs: Any) -> None:
-        if "subscriptions/listen" not in self.served_methods:
-            kwargs["subscriptions"] = False
+        listens = "subscriptions/listen" in self.served_methods
+        bus = InMemorySubscriptionBus()
+        kwargs["subscriptions"] = bus if listens else False
         super().__init__(name, **kwargs)
         # The SDK derives the advertised capabilities from its table of request handlers and
         # registers prompt and resource handlers on every MCPServer; it has no call to remove
@@ -86,6 +103,13 @@ class SurfaceServer(MCPServer[Any], ABC):
         handlers: dict[str, Any] = self._lowlevel_server._request_handlers
         for method in [m for m in handlers if m not in self.served_methods]:
             del handlers[method]
+        # The SDK's own listen handler, registered again under a name of ours so that a stop can
+        # end its streams gracefully (MCPServer keeps the one it makes to itself).
+        self._listen = ListenHandler(bus) if listens else None
+        if self._listen is not None:
+            self._lowlevel_server.add_request_handler(
+                "subscriptions/listen", SubscriptionsListenRequestParams, self._listen
+            )
         self.middleware.append(_protocol_rules)
 
     @abstractmethod
@@ -139,9 +163,37 @@ class SurfaceServer(MCPServer[Any], ABC):
             return self.render_error(BatonError("internal_error", INTERNAL_ERROR_MESSAGE))
 
     def notification_options(self) -> NotificationOptions | None:
-        """Change notifications this surface sends (default: none); a surface whose tool list
-        changes during a connection says so here."""
+        """Change notifications this surface sends on the handshake era (default: none); a
+        surface whose tool list changes during a connection says so here, and serves
+        ``subscriptions/listen`` for the 2026-07-28 era."""
         return None
+
+    async def announce_tools_changed(self, ctx: Context[Any, Any]) -> None:
+        """Tell the client of the request ``ctx`` belongs to that its tool list changed.
+
+        Both deliveries are made; each era's transport drops the other's: a handshake-era client
+        gets ``notifications/tools/list_changed`` on its connection, a 2026-07-28 client gets a
+        ``tools`` list-changed event on each ``subscriptions/listen`` stream it opened (MCP
+        2026-07-28, "Subscriptions"; the SDK drops bare change notifications at that era). The
+        bus is this server's own, so only this server's listeners hear it.
+
+        Raises
+        ------
+        RuntimeError
+            The surface does not serve ``subscriptions/listen``: a 2026-07-28 client would never
+            learn of the change, and the surface must not advertise that it changes.
+        """
+        if self._listen is None:
+            raise RuntimeError(f"{self.name} does not serve subscriptions/listen")
+        await ctx.session.send_tool_list_changed()
+        await ctx.notify_tools_changed()
+
+    def end_listen_streams(self) -> None:
+        """Close every open ``subscriptions/listen`` stream gracefully (each sends its final
+        result, so its client knows to listen again); for a transport that stops. A no-op for a
+        surface that serves no listen."""
+        if self._listen is not None:
+            self._listen.close()
 
     def initialization_options(self) -> InitializationOptions:
         """What the server announces at initialization, for any transport that runs it."""
@@ -190,6 +242,28 @@ async def _protocol_rules(
         # not a JSON-RPC code, and -32603 on 2026-07-28; answer -32603 on both.
         log.exception("handler for %s failed unexpectedly", ctx.method)
         raise MCPError(code=mcp_types.INTERNAL_ERROR, message="Internal error") from None
+
+
+def tool_result(
+    payload: Mapping[str, Any], *, is_error: bool = False, verbatim: Collection[str] = ()
+) -> CallToolResult:
+    """A tool's answer (or, with ``is_error``, its error envelope): ``payload`` as JSON text content
+    and as ``structuredContent``, every string made safe to print
+    (:func:`baton.text.terminal_safe_json`) except the top-level fields named in ``verbatim``.
+
+    Every surface builds its results here, so the rule holds for every tool the same way. The one
+    exemption is Spawnea's ``raw`` turn output, which its contract returns "without filtering".
+    Text a tool pages is made safe before it is paged (offsets count the returned text), so this
+    pass leaves it as it is.
+    """
+    safe = {
+        key: value if key in verbatim else terminal_safe_json(value)
+        for key, value in payload.items()
+    }
+    text = json.dumps(safe, ensure_ascii=False)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=safe, is_error=is_error
+    )
 
 
 def _check_arguments(tool: str, arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:

@@ -10,11 +10,10 @@ that are not Unicode, unexpected failures) live in :mod:`baton.surfaces.base`.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Annotated, Any, ClassVar, Final
 
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from baton import __version__
@@ -22,7 +21,7 @@ from baton.config import Config
 from baton.engine.engine import Engine
 from baton.engine.intents import TurnRequest
 from baton.errors import BatonError
-from baton.surfaces.base import SurfaceServer
+from baton.surfaces.base import SurfaceServer, tool_result
 from baton.surfaces.controller_views import render_list, render_result, render_run
 
 log = logging.getLogger(__name__)
@@ -70,10 +69,10 @@ follows this value (``baton.transports.http.request_deadline_s``)."""
 
 
 def _ok(payload: dict[str, Any]) -> CallToolResult:
-    """A tool's answer: ``payload`` as text and as ``structuredContent`` (a :class:`BatonError`
-    raised by an engine command is rendered by :class:`ControllerServer` instead)."""
-    text = json.dumps(payload, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+    """A tool's answer: ``payload`` as text and as ``structuredContent``, safe to print (a
+    :class:`BatonError` raised by an engine command is rendered by :class:`ControllerServer`
+    instead)."""
+    return tool_result(payload)
 
 
 class ControllerServer(SurfaceServer):
@@ -86,13 +85,7 @@ class ControllerServer(SurfaceServer):
     max_call_s: ClassVar[float] = MAX_CALL_S
 
     def render_error(self, error: BatonError) -> CallToolResult:
-        payload = error.to_json()
-        text = json.dumps(payload, ensure_ascii=False)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)],
-            structured_content=payload,
-            is_error=True,
-        )
+        return tool_result(error.to_json(), is_error=True)
 
 
 def host_summary(config: Config) -> str:

@@ -5,7 +5,9 @@ with the fresher in-memory progress of a live run.
 Every string is bounded: events (last 20) have text fields of at most 4000 UTF-16 code units and
 are at most 8000 as a whole; ``textTail`` and ``stderrTail`` at most 16000; and the whole view at
 most 32000 (:func:`bound_view`), so one call can never flood a caller's context (issue W2-1,
-item 8). What was clipped to meet the whole-view bound is named in ``clipped``.
+item 8). What was clipped to meet the whole-view bound is named in ``clipped``. Every string
+reaches the caller safe to print (:func:`baton.text.terminal_safe`, applied by
+``baton.surfaces.base.tool_result``); the tails are made safe before they are bounded.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from baton.engine.records import TERMINAL_STATES, ResultPage, RunPage, RunRecord
 from baton.harnesses.bounded import TAIL_LIMIT, bounded
 from baton.paging import tail, utf16_len
+from baton.text import terminal_safe
 
 EVENTS_KEPT = 20
 #: Largest JSON size of one event, in UTF-16 code units.
@@ -132,8 +135,11 @@ def run_view(row: dict[str, Any], live: dict[str, Any] | None = None) -> dict[st
                 _bounded_event(e)
                 for e in live.get("events", _loads(row["events_json"], []))[-EVENTS_KEPT:]
             ],
-            "textTail": tail(live.get("textTail", row["text_tail"]), TAIL_LIMIT),
-            "stderrTail": tail(live.get("stderrTail", row["stderr_tail"]), TAIL_LIMIT),
+            # Made safe before the bound is taken, so the tail counts the text returned.
+            "textTail": tail(terminal_safe(live.get("textTail", row["text_tail"])), TAIL_LIMIT),
+            "stderrTail": tail(
+                terminal_safe(live.get("stderrTail", row["stderr_tail"])), TAIL_LIMIT
+            ),
             "askUserDeclined": live.get(
                 "askUserDeclined", _loads(row["ask_user_declined_json"], [])
             ),

@@ -170,7 +170,7 @@ def _say(message: str) -> None:
 def bridge_main(surface: str, config_path: str | None, *, start: bool) -> int:
     """``baton bridge SURFACE [--config CFG] [--no-start]``; the exit status."""
     from baton.config import load_config
-    from baton.daemon.launch import find_daemon, start_daemon
+    from baton.daemon.launch import check_environment, find_daemon, start_daemon
 
     off = disabled_by(os.environ)
     if off is not None:
@@ -192,6 +192,7 @@ def bridge_main(surface: str, config_path: str | None, *, start: bool) -> int:
                 )
                 return EXIT_FAILED
             descriptor = start_daemon(paths, config_path, config)
+        check_environment(descriptor, os.environ)
         sock, pending = connect(descriptor, surface, session_identity(surface, os.environ))
     except ConfigError as exc:
         _say(str(exc))

@@ -14,7 +14,8 @@ Each refusal is answered before anything later runs::
     method other than POST      405   Allow: POST  (no SSE GET stream, no session DELETE)
     body over 1 MiB             413   (the SDK's body limit in the app; the guard adds
                                        Connection: close so the rest is never read)
-    deadline exceeded           504   (if no response has started; else the response is ended)
+    deadline exceeded           504   (if no response has started; else the response is ended;
+                                       a subscriptions/listen stream, once opened, is exempt)
     unexpected exception / 500  500   "Internal MCP server error" (text/plain)
 
 Every answer to an allowed ``Origin`` (refusals from 401 on included) carries the CORS headers,
@@ -28,10 +29,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 from dataclasses import dataclass
 from typing import Final
 
 import anyio
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -83,6 +86,20 @@ def _header_values(scope: Scope, name: bytes) -> list[bytes]:
     return [value for key, value in scope["headers"] if key == name]
 
 
+_LISTEN_METHOD: Final = b"subscriptions/listen"
+_MODERN_VERSIONS: Final = frozenset(v.encode() for v in MODERN_PROTOCOL_VERSIONS)
+
+
+def _opens_listen_stream(scope: Scope) -> bool:
+    """A 2026-07-28 POST whose ``Mcp-Method`` header says ``subscriptions/listen`` (the SDK
+    routes it by that version header and checks the method header against the body)."""
+    return (
+        _header_values(scope, b"mcp-method") == [_LISTEN_METHOD]
+        and len(versions := _header_values(scope, b"mcp-protocol-version")) == 1
+        and versions[0] in _MODERN_VERSIONS
+    )
+
+
 @dataclass
 class _ResponseState:
     started: bool = False
@@ -114,6 +131,12 @@ class HttpGuard:
     timeout_s:
         Deadline in seconds for producing the response, body reading included (default 30 s);
         ``baton.transports.http.request_deadline_s`` gives a surface's value.
+    listen_streams:
+        The surface serves ``subscriptions/listen`` (MCP 2026-07-28): a POST that opens one gets
+        an SSE response that lasts until the client leaves or the server stops, so once its
+        response has started the deadline no longer applies to it. Such a POST is known by its
+        ``Mcp-Method`` header on a 2026-07-28 request; the SDK refuses a header that does not
+        name the body's method on that era, so no other request can claim the exemption.
     """
 
     def __init__(
@@ -124,8 +147,10 @@ class HttpGuard:
         allowed_hosts: list[str],
         allowed_origins: list[str],
         timeout_s: float = REQUEST_TIMEOUT_S,
+        listen_streams: bool = False,
     ) -> None:
         self.app = app
+        self.listen_streams = listen_streams
         self._token_digest = hashlib.sha256(token.encode("ascii")).digest()
         self._hosts = frozenset(h.encode("latin-1") for h in allowed_hosts)
         self._origins = frozenset(o.encode("latin-1") for o in allowed_origins)
@@ -195,6 +220,8 @@ class HttpGuard:
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = _ResponseState()
+        deadline = anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s)
+        stream = self.listen_streams and _opens_listen_stream(scope)
 
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -210,6 +237,8 @@ class HttpGuard:
                     # the connection keeps uvicorn from draining it for a next request.
                     message = {**message, "headers": [*message["headers"], _CLOSE]}
                 state.started = True
+                if stream and message["status"] == 200:
+                    deadline.deadline = math.inf  # the listen stream is open: it lasts
             elif message["type"] == "http.response.body":
                 if state.replaced:
                     return
@@ -217,7 +246,7 @@ class HttpGuard:
             await send(message)
 
         try:
-            with anyio.move_on_after(self.timeout_s) as deadline:
+            with deadline:
                 await self.app(scope, receive, guarded_send)
         except Exception:
             log.exception("unexpected failure handling POST %s", MCP_PATH)

@@ -5,8 +5,11 @@ paragraph and the one after it) and ``shared/spec/controller-tools.md`` (config 
 ``transport``, ``host``, ``port``, ``tokenFile``, ``allowedHosts``, ``allowedOrigins``):
 
 * stateless Streamable HTTP MCP at ``POST /mcp`` (the SDK's app, ``stateless_http=True``,
-  ``json_response=True``: one JSON body per POST, no session, no SSE channel; the 2026-07-28
-  ``subscriptions/listen`` stream is not served, so it answers 404 with ``-32601`` at once);
+  ``json_response=True``: one JSON body per POST, no session, no SSE channel). The 2026-07-28
+  ``subscriptions/listen`` stream is the one SSE answer, for a surface that serves it (its tool
+  list changes): it outlives the request deadline and is ended gracefully when the server
+  stops. A surface that does not (the controller, droid-mcp) answers it 404 with ``-32601`` at
+  once;
 * constant-time ``Authorization: Bearer <token>`` on every request; no unauthenticated mode;
 * approved ``Host`` / ``Origin`` checks with CORS for the allowed origins, and a per-request
   deadline never shorter than the surface's longest legitimate call
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+from collections.abc import Callable
 from typing import Final
 
 import anyio
@@ -101,6 +105,7 @@ def build_http_app(server: SurfaceServer, config: Config, *, token: str, port: i
         allowed_hosts=hosts,
         allowed_origins=origins,
         timeout_s=request_deadline_s(server),
+        listen_streams="subscriptions/listen" in server.served_methods,
     )
 
 
@@ -142,12 +147,18 @@ async def serve_http(server: SurfaceServer, config: Config) -> None:
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             )
         )
-        await _run(uv, sock, config.host, port)
+        await _run(uv, sock, config.host, port, server.end_listen_streams)
     finally:
         sock.close()
 
 
-async def _run(uv: SignalFreeServer, sock: socket.socket, host: str, port: int) -> None:
+async def _run(
+    uv: SignalFreeServer,
+    sock: socket.socket,
+    host: str,
+    port: int,
+    end_streams: Callable[[], None],
+) -> None:
     finished = anyio.Event()
     failure: list[BaseException] = []
 
@@ -176,4 +187,7 @@ async def _run(uv: SignalFreeServer, sock: socket.socket, host: str, port: int) 
             if failure:
                 raise RuntimeError("the HTTP listener stopped unexpectedly (see log above)")
         finally:
+            # Listen streams last until the client leaves: end them (gracefully, so clients
+            # know to listen again) or uvicorn's shutdown grace would wait on them.
+            end_streams()
             uv.should_exit = True

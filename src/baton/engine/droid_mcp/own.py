@@ -16,6 +16,7 @@ Rules (``droid-mcp.md``, "Concurrency limits" and "How it works"; ``WAVE2.md`` Â
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import uuid
@@ -53,6 +54,8 @@ class OwnSession:
     via: Literal["own", "local-resume"]
     run_ids: list[str] = field(default_factory=list)
     last_active: float = field(default_factory=time.monotonic)
+    #: Wall-clock time (s) at which its worker and Droid process were confirmed gone.
+    gone_at: float | None = None
 
     @property
     def agent_id(self) -> str | None:
@@ -79,6 +82,17 @@ class OwnSession:
             return "waiting" if self.live.prompts.listed() else "running"
         return "idle"
 
+    @property
+    def worktree(self) -> dict[str, str | None] | None:
+        """``{path, branch, cwd}`` of the worktree Droid made for the session, or None."""
+        return self.live.worktree
+
+    @property
+    def cwd(self) -> str:
+        """Where the conversation works: its place in the worktree, else the workspace."""
+        cwd = self.worktree.get("cwd") if self.worktree is not None else None
+        return cwd or self.workspace
+
     def current_recorder(self) -> RunRecorder | None:
         turn = self.live.current
         return turn if isinstance(turn, RunRecorder) else None
@@ -90,6 +104,9 @@ class OwnSessions:
     def __init__(self, engine: Engine, settings: DroidMcpConfig) -> None:
         self.engine = engine
         self.settings = settings
+        #: The surface's policy with this host's ``droidMcp.eventsKept`` (the log each own
+        #: session keeps for ``droid_wait``; older events become a ``gap``).
+        self.policy = dataclasses.replace(DROID_MCP, events_kept=settings.eventsKept)
         #: Own sessions by Droid session id (open ones, and closed ones still readable).
         self.by_agent_id: dict[str, OwnSession] = {}
 
@@ -214,7 +231,7 @@ class OwnSessions:
             lifetime=DROID_MCP.lifetime,
         )
         live = engine.launch(
-            policy=DROID_MCP,
+            policy=self.policy,
             session_key=session_key,
             workspace=workspace,
             autonomy=autonomy,
@@ -246,6 +263,7 @@ class OwnSessions:
             )
         engine.store.set_session_status(session_key, "open", utc_now())
         self.by_agent_id[live.agent_session_id] = own
+        engine.spawn(_note_gone(own))
         return own
 
     def submit(
@@ -345,12 +363,19 @@ class OwnSessions:
                 await asyncio.wait_for(own.live.gone.wait(), grace + 10)
             except TimeoutError:
                 await own.live.lease.kill()
+            if own.live.gone.is_set() and own.gone_at is None:
+                own.gone_at = time.time()
         self.engine.store.set_session_status(own.session_key, "closed", utc_now())
 
     async def close_all(self) -> None:
         """Baton is stopping or its client left: close every own session (contract)."""
         for own in self.open_sessions():
             await self.close(own, wait=False)
+
+
+async def _note_gone(own: OwnSession) -> None:
+    await own.live.gone.wait()
+    own.gone_at = time.time()
 
 
 def repo_of(cwd: str) -> str:

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baton.engine.droid_find import FindCache, droid_find
+from baton.engine.droid_mcp.diffs import session_diff
+from baton.engine.droid_mcp.rest_reads import add_children, final_text_rest, wait_rest
 from baton.engine.droid_mcp.routing import Target, unknown_session
 from baton.engine.eventlog import LogEvent
 from baton.errors import BatonError
-from baton.harnesses.droid_rest import FactoryRestError
 from baton.harnesses.droid_settings import (
     custom_models,
     default_model,
@@ -34,7 +35,7 @@ from baton.harnesses.droid_settings import (
 )
 from baton.harnesses.droid_transcript import TranscriptReader
 from baton.paging import clip, page_utf8
-from baton.workspace_diff import workspace_diff
+from baton.text import terminal_safe, terminal_safe_json
 
 if TYPE_CHECKING:
     from baton.engine.droid_mcp.service import DroidMcp
@@ -48,7 +49,6 @@ BYTES_MAX = 32_768
 TEXT_LIMIT = 4000
 ANSWER_BUDGET = 8192
 _LOCAL_POLL_S = 1.0
-_REST_POLL_S = 2.0
 _HELP_TTL_S = 60.0
 
 
@@ -65,9 +65,11 @@ class DroidMcpReads:
     # -- droid_find --------------------------------------------------------------------------
 
     async def find(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Local sessions grouped in workstreams and repos (see :mod:`baton.engine.droid_find`)."""
+        """Local sessions grouped in workstreams and repos (see :mod:`baton.engine.droid_find`);
+        with the REST API, each workstream also gets its ``children``
+        (:func:`~baton.engine.droid_mcp.rest_reads.add_children`)."""
         own = frozenset(s.agent_id for s in self.service.own.open_sessions() if s.agent_id)
-        return await asyncio.to_thread(
+        answer = await asyncio.to_thread(
             droid_find,
             self.service.index,
             query=args.get("query"),
@@ -81,6 +83,14 @@ class DroidMcpReads:
             own=own,
             cache=self.find_cache,
         )
+        rest = self.service.rest
+        if rest is not None:  # with a key, each workstream gets a children summary
+            members: dict[str, list[str]] = {}
+            for record in self.service.index.scan():
+                if record.mission_id is not None:
+                    members.setdefault(record.mission_id, []).append(record.id)
+            await add_children(rest, answer["groups"], members)
+        return answer
 
     # -- droid_models ------------------------------------------------------------------------
 
@@ -162,9 +172,15 @@ class DroidMcpReads:
         after = args.get("afterSeq")
         if target.own is not None:
             return await self._wait_own(target, after, wait_ms, max_events)
-        if target.record is not None:
+        rest = self.service.rest
+        # A local workstream session is followed through REST when a key is set (its agents may
+        # run elsewhere); any other local session through its transcript (the routing table).
+        if target.record is not None and not (rest and target.record.workstream_member):
             return await self._wait_local(target, after, wait_ms, max_events)
-        return await self._wait_rest(target, after, wait_ms, max_events)
+        if rest is None:
+            raise unknown_session(target.session_id, rest=False)
+        answer = await wait_rest(rest, target.session_id, after, wait_ms, max_events)
+        return _fit(answer, None)
 
     async def _wait_own(
         self, target: Target, after: object, wait_ms: int, max_events: int
@@ -222,89 +238,55 @@ class DroidMcpReads:
         }
         return _fit(answer, None)
 
-    async def _wait_rest(
-        self, target: Target, after: object, wait_ms: int, max_events: int
-    ) -> dict[str, Any]:
-        rest = self.service.rest
-        if rest is None:
-            raise unknown_session(target.session_id, rest=False)
-        cursor = after if isinstance(after, str) else None
-        deadline = time.monotonic() + wait_ms / 1000
-        while True:
-            try:
-                page = await rest.get_messages(target.session_id, limit=max_events, cursor=cursor)
-            except FactoryRestError as exc:
-                raise BatonError("rest_failed", f"Factory REST: {exc}") from exc
-            messages = [m for m in page.get("messages") or [] if isinstance(m, dict)]
-            if after is None or messages or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(_REST_POLL_S)
-        events = [_rest_event(i, m) for i, m in enumerate(messages)]
-        pagination = page.get("pagination") or {}
-        answer = {
-            "sessionId": target.session_id,
-            "source": "rest",
-            "state": "unknown",
-            "events": events,
-            "nextSeq": pagination.get("nextCursor") or cursor,
-            "gap": False,
-            "attention": [],
-            "truncated": bool(pagination.get("hasMore")),
-        }
-        return _fit(answer, None)
-
     # -- droid_result ------------------------------------------------------------------------
 
     async def result(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The last finished turn's text and/or the diff against ``HEAD``, paged by bytes:
         ``{sessionId, source, text?, diff?, offset, nextOffset, totalBytes, textBytes,
-        diffBytes, diffTruncated?, turn?}``. ``offset`` runs over the text, then the diff."""
+        diffBytes, diffTruncated?, turn?}``. ``offset`` runs over the text, then the diff, both
+        as returned: safe to print (:func:`baton.text.terminal_safe`)."""
         target = self.service.target(args.get("session"))
         include = args.get("include") or ["text", "diff"]
         if not isinstance(include, list) or not include or not set(include) <= {"text", "diff"}:
             raise BatonError("invalid_argument", "include must list text and/or diff")
         offset = _int(args, "offset", 0, 0, 1 << 40)
         max_bytes = _int(args, "maxBytes", BYTES_DEFAULT, 1, BYTES_MAX)
-        text, cwd, turn, source = await self._final_text(target)
+        text, turn, source = await self._final_text(target)
         diff_text, diff_meta = "", {}
-        if "diff" in include and cwd is not None:
+        if "diff" in include:
             roots = self.service.config.approvedDirectories
-            diff = await asyncio.to_thread(workspace_diff, cwd, roots)
-            diff_text = diff.text
-            diff_meta = {"diffState": diff.state, "diffTruncated": diff.truncated}
-        parts = [("text", text if "text" in include else ""), ("diff", diff_text)]
+            diff = await asyncio.to_thread(session_diff, target, roots)
+            if diff is not None:
+                diff_text = diff.text
+                diff_meta = {"diffState": diff.state, "diffTruncated": diff.truncated}
+        # Made safe to print before paging: offsets and byte counts are those of the text returned.
+        parts = [
+            ("text", terminal_safe(text) if "text" in include else ""),
+            ("diff", terminal_safe(diff_text)),
+        ]
         answer: dict[str, Any] = {"sessionId": target.session_id, "source": source, "turn": turn}
         answer.update(_page_parts(parts, offset, max_bytes))
         answer.update(diff_meta)
         return answer
 
-    async def _final_text(
-        self, target: Target
-    ) -> tuple[str, str | None, dict[str, Any] | None, str]:
+    async def _final_text(self, target: Target) -> tuple[str, dict[str, Any] | None, str]:
         store = self.service.engine.store
         if target.own is not None:
             for row in store.session_runs(target.own.session_key):
                 if row["state"] in ("accepted", "starting", "running"):
                     continue
                 turn: dict[str, Any] | None = {"runId": row["run_id"], "state": row["state"]}
-                return row["result_text"] or "", target.own.workspace, turn, "own"
-            return "", target.own.workspace, None, "own"
+                return row["result_text"] or "", turn, "own"
+            return "", None, "own"
         if target.record is not None:
             status = await asyncio.to_thread(self.reader.status, target.record.path)
             last = status.last_turn
             turn = {"turnId": last.turn_id, "reason": last.reason} if last else None
-            cwd = target.record.cwd
-            return (last.text or "") if last else "", cwd, turn, "local"
+            return (last.text or "") if last else "", turn, "local"
         rest = self.service.rest
         if rest is None:
             raise unknown_session(target.session_id, rest=False)
-        try:
-            page = await rest.get_messages(target.session_id, limit=50, role="assistant")
-        except FactoryRestError as exc:
-            raise BatonError("rest_failed", f"Factory REST: {exc}") from exc
-        messages = [m for m in page.get("messages") or [] if isinstance(m, dict)]
-        text = _message_text(messages[0]) if messages else ""
-        return text, None, None, "rest"
+        return await final_text_rest(rest, target.session_id), None, "rest"
 
 
 def _int(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -326,36 +308,16 @@ def _own_event(event: LogEvent) -> dict[str, Any]:
     return view
 
 
-def _rest_event(index: int, message: Mapping[str, Any]) -> dict[str, Any]:
-    text = _message_text(message)
-    view: dict[str, Any] = {
-        "seq": index,
-        "at": message.get("createdAt"),
-        "type": str(message.get("role") or "message"),
-        "text": clip(text, TEXT_LIMIT),
-    }
-    if len(text) > TEXT_LIMIT:
-        view["truncated"] = True
-    return view
-
-
-def _message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        blocks = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
-        return "".join(str(b.get("text", "")) for b in blocks)
-    return str(message.get("text") or "")
-
-
 def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
 
 def _fit(answer: dict[str, Any], seq_key: str | None) -> dict[str, Any]:
     """Keep an answer to about 8 KB by ending its event list early (``truncated``); for own
-    sessions ``nextSeq`` then points at the last event kept, so nothing is lost."""
+    sessions ``nextSeq`` then points at the last event kept, so nothing is lost. The answer is
+    made safe to print first (:func:`baton.text.terminal_safe_json`), so the bound is taken on
+    the text returned."""
+    answer = terminal_safe_json(answer)
     events: list[dict[str, Any]] = answer["events"]
     while len(events) > 1 and _size(answer) > ANSWER_BUDGET:
         events.pop()

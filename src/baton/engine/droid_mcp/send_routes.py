@@ -2,11 +2,13 @@
 
 Routing (``droid-mcp.md``, the routing table; ``WAVE2.md`` §7.3; the target is found by
 :mod:`baton.engine.droid_mcp.routing`): with the Factory REST API configured (``FACTORY_API_KEY``)
-every such session is sent to through it (``via: "rest"``; REST applies only ``autonomy`` and
-``model`` and names every other setting as ignored). Without it, a session on this machine is
-resumed locally only with ``allowLocalResume: true`` and only when
+every such session is sent to through it (``via: "rest"``; REST applies autonomy, model, efforts,
+spec model, ``useSpec`` and tool lists, and names every other setting as ignored). Without it, a
+session on this machine (a closed own session included) is resumed locally only with
+``allowLocalResume: true`` and only when
 :func:`~baton.harnesses.droid_resume.local_resume_refusals` finds nothing against it; it then
-becomes an own session (``via: "local-resume"``). A session on neither side is ``rest_required``.
+becomes an own session (``via: "local-resume"``). A session on neither side is ``rest_required``;
+one Baton ran here whose transcript is gone is ``local_resume_refused`` (``transcript_missing``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from baton.config import AUTONOMY_ORDER
 from baton.engine.droid_mcp.own import OwnSession
-from baton.engine.droid_mcp.routing import Target, unknown_session
+from baton.engine.droid_mcp.routing import Target, transcript_missing, unknown_session
 from baton.engine.droid_mcp.settings import Settings
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
@@ -41,18 +43,22 @@ async def resume_locally(
     ------
     BatonError
         ``rest_required`` (not on this machine), ``local_resume_refused`` (not allowed by the
-        caller, a guard refused it, no recorded cwd, or the loaded autonomy is above the host's
-        cap: the session is closed again), ``session_busy`` (another Baton run is live on it),
+        caller, a guard refused it, no recorded cwd, the loaded autonomy is above the host's
+        cap: the session is closed again; or ``transcript_missing``: Baton ran the session here
+        but its transcript is gone), ``session_busy`` (another Baton run is live on it),
         ``workspace_not_approved``, ``capacity_exhausted``, ``workspace_busy``, ``agent_failed``.
     """
     config = service.config
     record = target.record
     if record is None:
+        if target.own is not None or target.ran_here:
+            raise transcript_missing(target.session_id)
         raise unknown_session(target.session_id, rest=False)
     if not args.get("allowLocalResume"):
+        state = "was closed" if target.own is not None else "is not running in Baton"
         raise BatonError(
             "local_resume_refused",
-            f"session {target.session_id} is not running in Baton; resuming it here needs "
+            f"session {target.session_id} {state}; resuming it here needs "
             "allowLocalResume: true (or the Factory REST API, which is not configured)",
         )
     refusals = local_resume_refusals(
@@ -61,6 +67,11 @@ async def resume_locally(
         now=time.time(),
         quiet_ms=service.settings.localResumeQuietMs,
     )
+    own_gone_at = target.own.gone_at if target.own is not None else None
+    if own_gone_at is not None and record.mtime <= own_gone_at:
+        # Baton's own Droid process for this session wrote it last and is gone: nothing else
+        # has it open, which is what the quiet-time guard stands in for.
+        refusals = [r for r in refusals if r.code != "recently_modified"]
     if refusals:
         raise BatonError(
             "local_resume_refused",
@@ -98,6 +109,46 @@ async def resume_locally(
     return own
 
 
+#: droid-mcp setting → its key in the REST ``sessionSettings`` (``updateSession``); the keys are
+#: Droid's own session-settings schema, as CLI 0.225.2 sends it to Factory's cloud.
+_REST_KEYS = (
+    ("model", "model"),
+    ("reasoningEffort", "reasoningEffort"),
+    ("specModel", "specModeModel"),
+    ("specReasoningEffort", "specModeReasoningEffort"),
+    ("onlyTools", "restrictToolIds"),
+    ("addTools", "enabledToolIds"),
+    ("removeTools", "disabledToolIds"),
+)
+
+
+def rest_settings(settings: Settings, autonomy: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The ``sessionSettings`` of an ``updateSession`` for a send, and the droid-mcp names of
+    the settings it carries (``applied``). ``useSpec: true`` is ``interactionMode: "spec"``."""
+    values = {
+        "model": settings.model,
+        "reasoningEffort": settings.reasoning_effort,
+        "specModel": settings.spec_model,
+        "specReasoningEffort": settings.spec_reasoning_effort,
+        "onlyTools": _listed(settings.only_tools),
+        "addTools": _listed(settings.add_tools),
+        "removeTools": _listed(settings.remove_tools),
+    }
+    body: dict[str, Any] = {}
+    applied: list[str] = []
+    if autonomy is not None:
+        body["autonomyLevel"] = autonomy
+        applied.append("autonomy")
+    for name, key in _REST_KEYS:
+        if values[name] is not None:
+            body[key] = values[name]
+            applied.append(name)
+    if settings.use_spec:
+        body["interactionMode"] = "spec"
+        applied.append("useSpec")
+    return body, sorted(applied)
+
+
 async def send_rest(
     rest: SessionsApi | None,
     target: Target,
@@ -105,10 +156,13 @@ async def send_rest(
     autonomy: str | None,
     settings: Settings,
 ) -> dict[str, Any]:
-    """Post ``prompt`` to ``target`` through the Factory REST API, after its autonomy and model.
+    """Post ``prompt`` to ``target`` through the Factory REST API, after applying the settings
+    REST can carry with one ``updateSession`` (``droid-mcp.md``: model, efforts, spec model,
+    ``useSpec`` and tool lists, plus autonomy).
 
     Returns ``{sessionId, via: "rest", state: "running", messageId, ignored, applied,
-    replayed: false}``.
+    replayed: false}``: ``applied`` names the settings sent, ``ignored`` every other given one
+    (``tags``, ``worktree``, ``appendSystemPrompt``, ``fork``, and no-op ``false`` values).
 
     Raises
     ------
@@ -117,26 +171,23 @@ async def send_rest(
     """
     if rest is None:
         raise unknown_session(target.session_id, rest=False)
-    applied: list[str] = []
+    body, applied = rest_settings(settings, autonomy)
     try:
-        if autonomy is not None or settings.model is not None:
-            update: dict[str, Any] = {}
-            if autonomy is not None:
-                update["autonomyLevel"] = autonomy
-            if settings.model is not None:
-                update["modelId"] = settings.model
-            await rest.update_session(target.session_id, update)
-            applied = sorted(("autonomy" if k == "autonomyLevel" else "model") for k in update)
+        if body:
+            await rest.update_session(target.session_id, body)
         posted = await rest.post_message(target.session_id, prompt)
     except FactoryRestError as exc:
         raise BatonError("rest_failed", f"Factory REST: {exc}", status=exc.status) from exc
-    ignored = sorted(settings.given - {"model"})
     return {
         "sessionId": target.session_id,
         "via": "rest",
         "state": "running",
-        "messageId": posted.get("id") or posted.get("messageId"),
-        "ignored": ignored,
+        "messageId": posted.get("messageId") or posted.get("id"),
+        "ignored": sorted(settings.given - set(applied)),
         "applied": applied,
         "replayed": False,
     }
+
+
+def _listed(values: tuple[str, ...] | None) -> list[str] | None:
+    return list(values) if values is not None else None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from baton.config import AUTONOMY_ORDER
+from baton.engine.droid_mcp.arguments import check_in_repository, prompt_text, request_key
 from baton.engine.droid_mcp.own import OwnSession, OwnSessions
 from baton.engine.droid_mcp.routing import Target, check_session_id, unknown_session
 from baton.engine.droid_mcp.send_routes import resume_locally, send_rest
@@ -27,12 +28,11 @@ from baton.engine.droid_mcp.settings import Settings, parse_settings
 from baton.engine.idempotency import Intents
 from baton.engine.intents import fingerprint
 from baton.engine.policy import Expiring
-from baton.engine.validation import AUTONOMY_LEVELS, PROMPT_MAX_BYTES
+from baton.engine.validation import AUTONOMY_LEVELS
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
 from baton.harnesses.droid_files import SessionFileIndex
 from baton.harnesses.droid_rest import FactoryRestError, SessionsApi
-from baton.text import has_lone_surrogate
 
 if TYPE_CHECKING:
     from baton.engine.engine import Engine
@@ -63,18 +63,24 @@ class DroidMcp:
         """Where ``session`` lives (own, local, remote)."""
         session_id = check_session_id(session)
         own = self.own.get(session_id)
-        if own is not None:
+        if own is not None and not own.closed:
             return Target("own", session_id, own=own)
+        # A closed own session is an ordinary local session for sends (its transcript, if any),
+        # while reads keep its in-memory state (``droid-mcp.md``, "Known limits").
         record = self.index.get(session_id)
+        if own is not None:
+            return Target("own", session_id, own=own, record=record)
         if record is not None:
             return Target("local", session_id, record=record)
-        return Target("remote", session_id)
+        ran_here = bool(self.engine.store.sessions_by_agent_id(session_id))
+        return Target("remote", session_id, ran_here=ran_here)
 
     # -- droid_start -------------------------------------------------------------------------
 
     async def start(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """A new own session and its first turn. Returns ``{sessionId, state, via, runId,
-        nextSeq, cwd, replayed}``.
+        nextSeq, cwd, replayed, worktree?}`` (``cwd``: where the session works; with
+        ``worktree``, in the worktree Droid made, ``{path, branch}``).
 
         Raises
         ------
@@ -84,8 +90,8 @@ class DroidMcp:
             ``unknown_session`` (fork source), ``idempotency_conflict``, ``request_pending``,
             ``capacity_exhausted``, ``workspace_busy``, ``agent_failed``.
         """
-        key = _key(args)
-        prompt = _prompt(args)
+        key = request_key(args)
+        prompt = prompt_text(args)
         settings = parse_settings(args)
         autonomy = self._autonomy(args.get("autonomy"), default="off") or "off"
         cwd = args.get("cwd")
@@ -93,10 +99,7 @@ class DroidMcp:
             raise BatonError("invalid_argument", "cwd must be an absolute directory path")
         workspace = approve_workspace(cwd, self.config.approvedDirectories)
         if settings.worktree is not None:
-            raise BatonError(
-                "unsupported_setting",
-                "worktree is not available: this Baton has no managed worktrees yet",
-            )
+            check_in_repository(workspace)
         if settings.fork is not None:
             self._check_fork_source(settings.fork)
         await self._check_models(settings)
@@ -151,8 +154,8 @@ class DroidMcp:
             interrupt that did not stop it in time), ``local_resume_refused``,
             ``rest_required``, ``rest_failed``, ``unknown_session``.
         """
-        key = _key(args)
-        prompt = _prompt(args)
+        key = request_key(args)
+        prompt = prompt_text(args)
         settings = parse_settings(args)
         mode = args.get("mode", "queue")
         if mode not in ("queue", "interrupt"):
@@ -175,7 +178,7 @@ class DroidMcp:
                 await self._make_free(own, mode)
                 self.own.check_turn_slot(own.repo, ignore=own)
                 result_args: tuple[OwnSession, str] = (own, "own")
-            elif target.kind != "remote" and self.rest is None:
+            elif self.rest is None and (target.kind != "remote" or target.ran_here):
                 own = await resume_locally(self, target, args, autonomy, settings)
                 result_args = (own, "local-resume")
             else:
@@ -186,7 +189,9 @@ class DroidMcp:
             self.intents.drop(key)
             raise
         own, via = result_args
-        changes = settings.turn_settings(autonomy) if via == "own" else {}
+        changes = (
+            settings.turn_settings(autonomy) if via == "own" else settings.resume_turn_settings()
+        )
         result = await self._first_turn(
             own, prompt, changes, key, via=via, launched=via == "local-resume"
         )
@@ -234,15 +239,18 @@ class DroidMcp:
                 await self.own.discard(own)
             raise
         await sent
-        return {
+        result: dict[str, Any] = {
             "sessionId": own.agent_id,
             "via": via,
             "state": own.state,
             "runId": run_id,
             "nextSeq": next_seq,
-            "cwd": own.workspace,
+            "cwd": own.cwd,
             "replayed": False,
         }
+        if own.worktree is not None:
+            result["worktree"] = {"path": own.worktree["path"], "branch": own.worktree["branch"]}
+        return result
 
     def _replayed(self, first: dict[str, Any] | None) -> dict[str, Any]:
         result = dict(first or {})
@@ -305,6 +313,9 @@ class DroidMcp:
             raise BatonError("invalid_argument", "scope must be turn or session")
         target = self.target(args.get("session"))
         own = target.own
+        if own is not None and own.closed and scope == "session":
+            message = "the session was already closed; nothing changed"
+            return _cancelled(target.session_id, scope, False, own.state, message)
         if own is None or own.closed:
             if scope == "session":
                 raise BatonError(
@@ -355,26 +366,6 @@ class DroidMcp:
             await catalogue.check(settings.spec_model, settings.spec_reasoning_effort)
         elif settings.spec_reasoning_effort is not None and settings.model is not None:
             await catalogue.check(settings.model, settings.spec_reasoning_effort)
-
-
-def _key(args: Mapping[str, Any]) -> str:
-    key = args.get("idempotencyKey")
-    if not isinstance(key, str) or not 1 <= len(key) <= 200:
-        raise BatonError("invalid_argument", "idempotencyKey is required: 1-200 characters")
-    if "\x00" in key or has_lone_surrogate(key):
-        raise BatonError("invalid_argument", "idempotencyKey contains a NUL or a lone surrogate")
-    return key
-
-
-def _prompt(args: Mapping[str, Any]) -> str:
-    prompt = args.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise BatonError("invalid_argument", "prompt must not be empty")
-    if "\x00" in prompt or has_lone_surrogate(prompt):
-        raise BatonError("invalid_argument", "prompt contains a NUL or a lone surrogate")
-    if len(prompt.encode("utf-8")) > PROMPT_MAX_BYTES:
-        raise BatonError("invalid_argument", f"prompt is larger than {PROMPT_MAX_BYTES} bytes")
-    return prompt
 
 
 def _cancelled(session: str, scope: str, changed: bool, state: str, message: str) -> dict[str, Any]:

@@ -4,19 +4,22 @@ and settings"; ``WAVE2.md`` §3.1 item 12 and §7.3).
 =======================  ======================  ==========================  ===============
 setting                  new session / fork      own send / local resume     REST send
 =======================  ======================  ==========================  ===============
-model, efforts,          at open                 before the prompt           ignored (named)
-specModel, useSpec,
+model, efforts,          at open                 before the prompt           ``updateSession``
+specModel, useSpec,                                                          (applied)
 tool lists
-autonomy                 at open                 before the prompt           ignored (named)
+autonomy                 at open                 before the prompt           ``updateSession``
 tags (+ ``droid-mcp``)   at open                 added before the prompt     ignored (named)
-worktree                 Baton creates it        ignored (named)             ignored (named)
+                                                 (no ``droid-mcp`` on resume)
+worktree                 Droid makes it (new     ignored (named)             ignored (named)
+                         sessions; not a fork)
 appendSystemPrompt       at open (not a fork)    ignored (named)             ignored (named)
 fork                     loads and forks         ignored (named)             ignored (named)
 mission, worker*,        refused: droid-sdk 0.5.0 rejects mission mode (``WAVE2.md`` decision 3)
 validator*
 =======================  ======================  ==========================  ===============
 
-``useSpec: false`` and ``mission: false`` do nothing, as the contract says.
+``useSpec: false`` and ``mission: false`` do nothing, as the contract says; a send names them in
+``ignored``.
 """
 
 from __future__ import annotations
@@ -116,8 +119,10 @@ class Settings:
             options["additionalToolIds"] = list(self.add_tools)
         if self.remove_tools is not None:
             options["disabledToolIds"] = list(self.remove_tools)
-        if self.append_system_prompt is not None and self.fork is None:
+        if self.append_system_prompt is not None:  # never with fork (refused when parsed)
             options["appendSystemPrompt"] = self.append_system_prompt
+        if self.worktree is not None:  # never with fork (refused when parsed)
+            options["worktree"] = self.worktree
         return options
 
     def turn_settings(self, autonomy: str | None) -> dict[str, Any]:
@@ -145,9 +150,19 @@ class Settings:
             changes["addTags"] = [{"name": t} for t in self.tags]
         return changes
 
+    def resume_turn_settings(self) -> dict[str, Any]:
+        """What the first turn after a local resume changes: the given tags are added to the
+        session's own (their metadata kept); everything else was applied when it was loaded."""
+        return {"addTags": [{"name": t} for t in self.tags]} if self.tags else {}
+
     def ignored_by_send(self) -> list[str]:
-        """Settings a send to an existing session cannot apply (named in ``ignored``)."""
-        return sorted(k for k in ("worktree", "appendSystemPrompt", "fork") if k in self.given)
+        """Settings a send to an existing session cannot apply, and the given ones that do
+        nothing (``useSpec: false``, ``mission: false``), named in ``ignored``."""
+        never = {"worktree", "appendSystemPrompt", "fork"} & self.given
+        no_op = {"mission"} & self.given
+        if not self.use_spec:
+            no_op |= {"useSpec"} & self.given
+        return sorted(never | no_op)
 
 
 def parse_settings(args: Mapping[str, Any]) -> Settings:
@@ -157,8 +172,9 @@ def parse_settings(args: Mapping[str, Any]) -> Settings:
     ------
     BatonError
         ``unsupported_setting`` for ``mission: true`` and the worker/validator settings (droid-sdk
-        0.5.0 cannot run mission sessions: ``WAVE2.md`` §3.1); ``invalid_argument`` for a value
-        of the wrong shape.
+        0.5.0 cannot run mission sessions: ``WAVE2.md`` §3.1), and for ``appendSystemPrompt``
+        with ``fork`` (the contract refuses it); ``invalid_argument`` for a value of the wrong
+        shape.
     """
     given = frozenset(k for k in SETTING_KEYS if args.get(k) is not None)
     if args.get("mission") is True or any(k in given for k in _MISSION_ONLY):
@@ -174,6 +190,18 @@ def parse_settings(args: Mapping[str, Any]) -> Settings:
         raise BatonError("invalid_argument", "worktree must be true or a branch name")
     if isinstance(worktree, str) and not _branch_name_ok(worktree):
         raise BatonError("invalid_argument", "worktree must be a plain branch name")
+    if worktree not in (None, False, "") and "fork" in given:
+        raise BatonError(
+            "unsupported_setting",
+            "worktree cannot be used with fork: Droid loads the forked session in its own "
+            "directory, not in a new worktree",
+        )
+    if "appendSystemPrompt" in given and "fork" in given:
+        raise BatonError(
+            "unsupported_setting",
+            "appendSystemPrompt cannot be used with fork: a fork continues its source's "
+            "conversation, whose system prompt is already set",
+        )
     return Settings(
         model=_text(args, "model", 200),
         reasoning_effort=_text(args, "reasoningEffort", 20),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from baton.engine.clock import utc_now
 from baton.engine.spawnea.catalog import API_VERSION, Catalog, harness_view, project_view
 from baton.engine.spawnea.hosted import HostedSession
+from baton.engine.spawnea.lifecycle import Lifecycle
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.sessions_store import SessionRows
 from baton.engine.spawnea.turns import Turns
@@ -65,6 +66,10 @@ class ServiceBase:
         self._bootstrap: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         self._children: dict[tuple[str, str], tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         self._prompts: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        self.lifecycle = Lifecycle()
+        self.ending: dict[str, tuple[str, str]] = {}
+        """Why Baton is stopping a session's agent (``(reason, message)``), set before it stops
+        it, recorded with the session when it has (see ``SessionRows.set_ended``)."""
         state = os.path.realpath(self.config.stateDirectory)
         digest = hashlib.sha256(state.encode()).hexdigest()[:12]
         self.socket_path = str(runtime_dir("tmux") / f"tmux-{digest}.sock")
@@ -93,7 +98,9 @@ class ServiceBase:
         raise NotImplementedError
 
     async def shutdown(self) -> None:
-        """The daemon stops: stop watching every pane; the agents keep running (contract)."""
+        """The daemon stops: stop watching every pane; the agents keep running (contract). A
+        removal waiting for child creations is cancelled."""
+        self.lifecycle.shutdown()
         for hosted in self.hosted.values():
             await hosted.detach()
             # The claim cannot outlive this process (its flock dies with it); the next daemon
@@ -148,6 +155,15 @@ class ServiceBase:
                 return str(child["session_key"])
         raise BatonError("not_found", "no such session in this root's scope")
 
+    def _turn_owner(self, scope: Scope, session_key: str) -> str:
+        """The session of a turn, if the scope may read it: the root, or a child of the root in
+        any state (turns last for the daemon's lifetime, also after the child was closed)."""
+        root = self._active_root(scope)
+        row = self.rows.get(session_key)
+        if session_key != root and (row is None or row["parent"] != root):
+            raise BatonError("not_found", "no such session in this root's scope")
+        return session_key
+
     # -- reads ------------------------------------------------------------------------------------
 
     def state(self, scope: Scope) -> dict[str, Any]:
@@ -199,7 +215,7 @@ class ServiceBase:
             "workspaceMode": settings.get("workspaceMode", "project"),
             "tmuxSessionName": (row["attach"] or {}).get("sessionName"),
             "creationSource": "mcp",
-            "status": hosted.status if hosted is not None else row["status"],
+            "status": _status(row, hosted),
             "parentSessionId": row["parent"],
             "childAlias": row["alias"],
             "active": self.ui["activeSessionId"] == session_key,
@@ -208,6 +224,8 @@ class ServiceBase:
             else None,
             "lastTurnId": turn.turn_id if turn else None,
             "createdAt": row["created_at"],
+            "ended": settings.get("ended") if _status(row, hosted) == "exited" else None,
+            "removing": self.lifecycle.guarded(session_key),
         }
 
     # -- names, UI, closing ----------------------------------------------------------------
@@ -253,16 +271,26 @@ class ServiceBase:
         busy = hosted is not None and hosted.status in ("working", "starting", "needs_input")
         if busy and args.get("force") is not True:
             raise BatonError("conflict", "the child is working; pass force: true to stop it anyway")
-        if hosted is not None:
+        if hosted is not None and hosted.status not in ("exited", "closed"):
+            self.ending[session] = ("stopped", "closed by spawnea_close_shared_child")
             await hosted.close()
+        # Closed: out of the scope's listing; its turns stay readable (daemon lifetime).
         self.rows.set_status(session, "closed")
-        self.turns.forget_session(session)
         return {
             "apiVersion": API_VERSION,
             "sessionId": session,
             "removed": True,
             "workspacePreserved": True,
         }
+
+
+def _status(row: Mapping[str, Any], hosted: HostedSession | None) -> str:
+    """A session's status: the row's once it ended (``exited``, ``closed``: a stopped agent's
+    monitor reads ``closed`` while the session, still finalizable, is ``exited``), else the
+    live one."""
+    if row["status"] in ("exited", "closed") or hosted is None:
+        return str(row["status"])
+    return hosted.status
 
 
 def _request_id(args: Mapping[str, Any], *, required: bool) -> str:

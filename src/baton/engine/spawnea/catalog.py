@@ -23,6 +23,14 @@ from baton.errors import BatonError
 
 LOCAL_HOST = {"id": "local", "name": "Local workstation"}
 API_VERSION = "v1"
+GENERIC_OPTIONS = (
+    "readyPattern",
+    "idlePattern",
+    "needsInputPattern",
+    "interruptKeys",
+    "exitCommand",
+)
+"""Catalogue keys of a ``generic`` harness passed to its tmux options under the same name."""
 
 
 class Catalog:

@@ -23,7 +23,7 @@ from baton.engine.spawnea.base import (
     _required,
     _text,
 )
-from baton.engine.spawnea.catalog import API_VERSION
+from baton.engine.spawnea.catalog import API_VERSION, GENERIC_OPTIONS
 from baton.engine.spawnea.hosted import HostedSession
 from baton.engine.spawnea.scope import Scope
 from baton.errors import BatonError
@@ -44,7 +44,12 @@ class Creation(ServiceBase):
             attach = row["attach"]
             status = await check_attachment(attach) if attach else None
             if status is None or not status.alive:
-                self.rows.set_status(row["session_key"], "exited")
+                seen = status.reason if status is not None else "nothing recorded to adopt"
+                self.rows.set_ended(
+                    row["session_key"],
+                    "gone_at_restart",
+                    f"the agent was not running when the daemon started ({seen})",
+                )
                 exited += 1
                 continue
             hosted = self._hosted(row, {**self._options(row), "attach": attach})
@@ -54,7 +59,9 @@ class Creation(ServiceBase):
             except HarnessError as exc:
                 log.warning("could not re-adopt %s: %s", row["session_key"], exc.message)
                 self.engine.release_tree(row["session_key"])
-                self.rows.set_status(row["session_key"], "exited")
+                self.rows.set_ended(
+                    row["session_key"], "gone_at_restart", f"could not re-adopt: {exc.message}"
+                )
                 exited += 1
                 continue
             adopted += 1
@@ -243,21 +250,29 @@ class Creation(ServiceBase):
         if harness.agentHome:
             options["agentHome"] = harness.agentHome
         if harness.kind == "generic":
-            for key in ("readyPattern", "idlePattern", "needsInputPattern"):
+            for key in GENERIC_OPTIONS:
                 if getattr(harness, key):
                     options[key] = getattr(harness, key)
         return options
 
     def _changed(self, hosted: HostedSession) -> None:
-        status = hosted.status
-        stored = {"starting": "starting", "exited": "exited", "closed": "closed"}.get(
-            status, "open"
-        )
-        self.rows.set_status(hosted.session_key, stored)
-        if stored in ("exited", "closed"):
-            self.engine.release_tree(hosted.session_key)  # its agent no longer writes there
-        if hosted.agent is not None and stored == "open":
-            self.rows.update(hosted.session_key, attach=hosted.agent.attach)
+        status, key = hosted.status, hosted.session_key
+        if status in ("exited", "closed"):
+            # The agent is gone: the session is ``exited`` (still listed, inspectable and
+            # finalizable) with why; only a completed finalization or a shared-child close
+            # records it ``closed``.
+            default = (
+                ("agent_exited", "the agent's process ended")
+                if status == "exited"
+                else ("stopped", "Baton stopped the agent")
+            )
+            reason, message = self.ending.pop(key, default)
+            self.rows.set_ended(key, reason, message)
+            self.engine.release_tree(key)  # its agent no longer writes there
+            return
+        self.rows.set_status(key, "starting" if status == "starting" else "open")
+        if hosted.agent is not None and status != "starting":
+            self.rows.update(key, attach=hosted.agent.attach)
 
     def _error(self, operation: str, message: str) -> None:
         self.recent_errors.append(
@@ -300,11 +315,17 @@ class Creation(ServiceBase):
         if record is not None:
             return {**await asyncio.shield(record[1]), "replayed": True}
         alias = self._alias(root, name)
-        future = asyncio.ensure_future(
-            self._make_child(
-                root, root_row, project, harness, name, task, mode, model, alias, initial
-            )
-        )
+        self.lifecycle.begin_creation(root)  # ``conflict`` while the root is being removed
+
+        async def make() -> dict[str, Any]:
+            try:
+                return await self._make_child(
+                    root, root_row, project, harness, name, task, mode, model, alias, initial
+                )
+            finally:
+                self.lifecycle.end_creation(root)
+
+        future = asyncio.ensure_future(make())
         if request_id:
             self._children[(root, request_id)] = (print_, future)
         try:
@@ -328,8 +349,15 @@ class Creation(ServiceBase):
         initial: str | None,
     ) -> dict[str, Any]:
         shared = None if mode == "new-worktree" else root_row["workspace"]
+        # A worktree child forks from, and integrates into, its parent's branch: the root's own
+        # managed worktree's branch, or the branch checked out where the root works. Never
+        # the project's base branch when the parent works on another (contract:
+        # spawnea_preflight_integration's parentBranch).
+        from baton.engine.spawnea.finalize import parent_branch
+
+        base = await asyncio.to_thread(parent_branch, root_row) if shared is None else None
         view = await self._create(
-            project, harness, task, None, mode == "new-worktree", parent=root, name=name,
+            project, harness, task, base, mode == "new-worktree", parent=root, name=name,
             alias=alias, workspace=shared, model=model,
         )  # fmt: skip
         result: dict[str, Any] = {

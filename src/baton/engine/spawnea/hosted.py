@@ -243,7 +243,13 @@ class _Sink:
     def spawned(self, agent_pid: int) -> None:
         return None
 
-    def session(self, agent_session_id: str, settings: Mapping[str, Any]) -> None:
+    def session(
+        self,
+        agent_session_id: str,
+        settings: Mapping[str, Any],
+        *,
+        worktree: Mapping[str, str | None] | None = None,
+    ) -> None:
         return None
 
     def submitting(self, turn_id: str) -> None:

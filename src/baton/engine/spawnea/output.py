@@ -7,7 +7,14 @@
   when it keeps one (Droid, Claude Code, Codex), else the screen with spinners and tool boxes
   removed; ``omitted`` counts bytes dropped from its start. While the turn runs it is what the
   screen shows so far, so a reader woken by ``needs_input`` sees the question it must answer
-  (:meth:`~baton.harnesses.tmux.session.TmuxAgentSession.turn_output`).
+  (:meth:`~baton.harnesses.tmux.session.TmuxAgentSession.turn_output`). It is paged by
+  ``maxBytes`` too: a read continues after the cursor's place in the compact answer and the next
+  cursor is placed after the page returned. An answer that is not the text the cursor was
+  placed in (the screen was redrawn, the agent's record replaced the screen text, or the bytes
+  before the place were dropped from a bounded answer) cannot be continued: the read starts at
+  the answer's beginning with ``cursorExpired: true``, as a raw read whose bytes were rotated
+  out of the log does. A raw read keeps the cursor's compact place, and a compact read moves its
+  raw offset to the end of what the turn has written so far (as before paging existed).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any
 
 from baton.engine.spawnea.catalog import API_VERSION
 from baton.engine.spawnea.hosted import HostedSession
-from baton.engine.spawnea.turns import SpawneaTurn
+from baton.engine.spawnea.turns import CHECK_BYTES, CompactPosition, SpawneaTurn, compact_check
 from baton.harnesses.tmux.output import CompactOutput
 from baton.paging import page_utf8
 
@@ -38,9 +45,11 @@ def turn_output(
     max_bytes: int,
     expired: bool,
     compact: CompactOutput | None = None,
+    place: CompactPosition | None = None,
 ) -> dict[str, Any]:
-    """The answer of one read (the caller adds the encoded cursor from ``_next``); ``compact``
-    is :func:`extracted` of the turn, for the ``compact`` mode."""
+    """The answer of one read; the caller encodes the next cursor from ``_next`` (its raw
+    offset) and ``_compact`` (its compact place, or None). ``offset`` is the cursor's raw offset,
+    ``place`` its compact place, ``compact`` :func:`extracted` of the turn (``compact`` mode)."""
     answer: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "turnId": turn.turn_id,
@@ -57,6 +66,7 @@ def turn_output(
     agent = hosted.agent if hosted is not None else None
     end = turn.raw_end if turn.raw_end is not None else (agent.raw_log_size if agent else offset)
     if mode == "raw":
+        answer["_compact"] = place
         if agent is None:
             answer.update(output="", _next=offset)
             return answer
@@ -70,17 +80,37 @@ def turn_output(
         )
         return answer
     compact_text, omitted = _compact(compact, turn)
-    page = page_utf8(compact_text, 0, max_bytes)
+    data = compact_text.encode("utf-8", "surrogatepass")
+    start = _continued_at(data, omitted, place)
+    page = page_utf8(compact_text, max(start, 0), max_bytes)
+    stop = page.next_offset if page.next_offset is not None else page.total_bytes
     answer.update(
         output=page.text,
         truncated=page.next_offset is not None,
+        cursorExpired=expired or start < 0,
         omitted=omitted,
         extraction={
             "source": "agent_record" if turn.completion_basis == "agent_record" else "screen"
         },
         _next=end,
+        _compact=CompactPosition(omitted + stop, compact_check(data[:stop])),
     )
     return answer
+
+
+def _continued_at(data: bytes, omitted: int, place: CompactPosition | None) -> int:
+    """Where in ``data`` (the kept compact answer, ``omitted`` bytes dropped before it) a read
+    from ``place`` continues: 0 without a place, -1 when ``data`` is not the text the place was
+    set in (:mod:`module docstring <baton.engine.spawnea.output>`)."""
+    if place is None or place.offset == 0:
+        return 0
+    local = place.offset - omitted
+    checked = min(CHECK_BYTES, place.offset)
+    if local > len(data) or local - checked < 0:
+        return -1
+    if compact_check(data[local - checked : local]) != place.check:
+        return -1
+    return local
 
 
 def _compact(extraction: CompactOutput | None, turn: SpawneaTurn) -> tuple[str, int]:

@@ -54,7 +54,13 @@ class Prompting(ServiceBase):
     async def _deliver(self, session_key: str, prompt: str) -> dict[str, Any]:
         hosted = self.hosted.get(session_key)
         if hosted is None or hosted.status in ("exited", "closed"):
-            raise BatonError("not_found", "the session is not running")
+            ended = ((self.rows.get(session_key) or {}).get("settings") or {}).get("ended") or {}
+            why = f" ({ended['message']})" if ended.get("message") else ""
+            raise BatonError(
+                "conflict",
+                f"the session's agent is no longer running{why}; it takes no prompts, but its "
+                "turns stay readable and its worktree can still be inspected and finalized",
+            )
         if hosted.status == "starting":
             try:
                 await asyncio.wait_for(
@@ -121,7 +127,7 @@ class Prompting(ServiceBase):
         turn = self.turns.by_id.get(turn_id) if isinstance(turn_id, str) else None
         if turn is None:
             raise BatonError("not_found", "unknown turn (turns do not survive a daemon restart)")
-        session = self._in_scope(scope, turn.session_key, for_prompt=False)
+        session = self._turn_owner(scope, turn.session_key)
         if session == scope.root and not scope.may_prompt_root():
             raise BatonError("forbidden", "this connection reads the turns of its children only")
         wait_ms = _int(args, "waitMs", 0, 0, WAIT_MAX_MS)
@@ -132,16 +138,18 @@ class Prompting(ServiceBase):
             raise BatonError("invalid_argument", "outputMode must be compact or raw")
         if wait_ms and turn.version <= after:
             await turn.wait_newer(after, wait_ms / 1000)
-        offset, expired = turn.raw_start, False
+        offset, place, expired = turn.raw_start, None, False
         cursor_text = args.get("cursor")
         if isinstance(cursor_text, str) and cursor_text:
             cursor = Cursor.decode(cursor_text)
             if cursor is None or cursor.epoch != self.turns.epoch or cursor.turn_id != turn.turn_id:
                 expired = True
             else:
-                offset = cursor.raw_offset
+                offset, place = cursor.raw_offset, cursor.compact
         hosted = self.hosted.get(turn.session_key)
         compact = await extracted(hosted, turn) if mode == "compact" else None
-        answer = turn_output(hosted, turn, mode, offset, max_bytes, expired, compact)
-        answer["cursor"] = Cursor(self.turns.epoch, turn.turn_id, answer.pop("_next")).encode()
+        answer = turn_output(hosted, turn, mode, offset, max_bytes, expired, compact, place)
+        answer["cursor"] = Cursor(
+            self.turns.epoch, turn.turn_id, answer.pop("_next"), answer.pop("_compact")
+        ).encode()
         return answer

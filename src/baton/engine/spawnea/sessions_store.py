@@ -28,10 +28,13 @@ class SessionRows:
         return [_decoded(r) for r in self.store.open_sessions(SURFACE)]
 
     def children(self, root: str) -> list[dict[str, Any]]:
+        """The root's children still in its scope: running, starting, or ended (``exited``:
+        the agent is gone but the child stays inspectable and finalizable until a finalization
+        completes or it is closed, which records it ``closed``)."""
         return [
             _decoded(r)
             for r in self.store.child_sessions(root)
-            if r["status"] in ("open", "starting")
+            if r["status"] in ("open", "starting", "exited")
         ]
 
     def create(
@@ -83,6 +86,23 @@ class SessionRows:
 
     def set_status(self, session_key: str, status: str) -> None:
         self.store.set_session_status(session_key, status, utc_now())
+
+    def set_ended(self, session_key: str, reason: str, message: str) -> None:
+        """Record the session ``exited`` and why (``settings.ended``: ``{reason, message, at}``;
+        reasons: ``agent_exited``, ``stopped``, ``stopped_for_finalization``,
+        ``gone_at_restart``)."""
+        row = self.get(session_key)
+        if row is None:
+            return
+        at = utc_now()
+        settings = {**row["settings"], "ended": {"reason": reason, "message": message, "at": at}}
+        self.store.set_session_settings(session_key, settings)
+        if row["status"] != "closed":
+            self.store.set_session_status(session_key, "exited", at)
+
+    def promote(self, session_key: str) -> None:
+        """Make a child a root (no parent, no alias)."""
+        self.store.set_session_parent(session_key, None)
 
     def delete(self, session_key: str) -> None:
         self.store.delete_session(session_key)

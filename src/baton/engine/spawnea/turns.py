@@ -6,7 +6,8 @@ A turn's ``status`` is ``working``, ``needs_input``, ``completed``, ``failed`` o
 status change, an answer typed on ``needs_input`` (the same turn continues, decision 5), the
 end. Turns and cursors are volatile by contract: they live as long as the daemon (its
 ``epoch``); a cursor from another epoch, or one whose bytes were rotated out of the raw log, is
-reported ``cursorExpired``.
+reported ``cursorExpired``. A cursor holds one place per output mode: a raw-log offset and,
+after a compact read, a place in the compact answer (:class:`CompactPosition`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -68,15 +70,41 @@ class SpawneaTurn:
 
 
 @dataclass(frozen=True)
+class CompactPosition:
+    """Where a reader is in a turn's compact answer: ``offset`` bytes (UTF-8) of the whole answer
+    read (dropped head included), and ``check``, a digest of the bytes just before it
+    (:func:`compact_check`), so a later read can tell whether the text it continues is still
+    the text that was read."""
+
+    offset: int
+    check: str
+
+
+CHECK_BYTES = 64
+"""How many bytes before a compact position its check covers."""
+
+
+def compact_check(before: bytes) -> str:
+    """The check of a compact position whose preceding bytes end with ``before`` (only its last
+    :data:`CHECK_BYTES` count)."""
+    return hashlib.sha256(before[-CHECK_BYTES:]).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
 class Cursor:
-    """Where a reader is: the daemon epoch, the turn and a raw-log byte offset."""
+    """Where a reader is: the daemon epoch, the turn, a raw-log byte offset and, once it has read
+    compact output, its place in the compact answer."""
 
     epoch: str
     turn_id: str
     raw_offset: int
+    compact: CompactPosition | None = None
 
     def encode(self) -> str:
-        raw = json.dumps([self.epoch, self.turn_id, self.raw_offset], separators=(",", ":"))
+        fields: list[object] = [self.epoch, self.turn_id, self.raw_offset]
+        if self.compact is not None:
+            fields += [self.compact.offset, self.compact.check]
+        raw = json.dumps(fields, separators=(",", ":"))
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @staticmethod
@@ -84,12 +112,24 @@ class Cursor:
         """The cursor, or None if ``text`` is not one of ours (treated as expired)."""
         try:
             padded = text + "=" * (-len(text) % 4)
-            epoch, turn_id, offset = json.loads(base64.urlsafe_b64decode(padded))
+            fields = json.loads(base64.urlsafe_b64decode(padded))
         except (ValueError, binascii.Error, TypeError):
             return None
-        if not (isinstance(epoch, str) and isinstance(turn_id, str) and isinstance(offset, int)):
+        if not isinstance(fields, list) or len(fields) not in (3, 5):
             return None
-        return Cursor(epoch, turn_id, offset)
+        epoch, turn_id, offset = fields[:3]
+        if not (isinstance(epoch, str) and isinstance(turn_id, str) and _count(offset)):
+            return None
+        if len(fields) == 3:
+            return Cursor(epoch, turn_id, offset)
+        compact_offset, check = fields[3:]
+        if not (_count(compact_offset) and isinstance(check, str)):
+            return None
+        return Cursor(epoch, turn_id, offset, CompactPosition(compact_offset, check))
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class Turns:

@@ -33,6 +33,7 @@ from baton.harnesses.droid.options import DroidOptions
 from baton.harnesses.droid.process import captured_stderr, close_client
 from baton.harnesses.droid.session import DroidSession
 from baton.harnesses.droid.settings import droid_exec_args
+from baton.harnesses.droid.worktree import worktree_args
 from baton.paths import still_approved
 from baton.text import clean
 
@@ -48,15 +49,22 @@ class DroidHarness:
         respond_prompts=True, exact_turn_end=True, queue=True, detached=False
     )
 
-    def __init__(self, droid_path: str, settings_file: str | None = None) -> None:
+    def __init__(
+        self,
+        droid_path: str,
+        settings_file: str | None = None,
+        *,
+        worktree: bool | str | None = None,
+    ) -> None:
         self.droid_path = droid_path
         self.settings_file = settings_file
+        self.worktree = worktree
 
     def transport(self, cwd: str, grace_ms: int) -> ProcessTransport:
         """A ``droid exec`` transport in ``cwd`` whose close escalates after a short grace."""
         return ProcessTransport(
             exec_path=self.droid_path,
-            exec_args=droid_exec_args(self.settings_file),
+            exec_args=droid_exec_args(self.settings_file) + worktree_args(self.worktree),
             cwd=cwd,
             grace_period=min(max(grace_ms / 1000.0, 0.5), _CLOSE_GRACE_S),
         )
@@ -94,21 +102,26 @@ class DroidHarness:
         ------
         HarnessError
             ``workspace_moved`` (the workspace no longer resolves inside the roots),
-            ``spawn_failed``, ``process_exit``, ``setup_failed`` (no answer within
-            ``spec.setup_timeout_s`` or a protocol error), ``settings_mismatch``, or a reply
-            channel reason (:mod:`baton.harnesses.droid.puck`). Nothing was submitted.
+            ``spawn_failed``, ``process_exit``, ``worktree_failed``, ``setup_failed`` (no answer
+            within ``spec.setup_timeout_s`` or a protocol error), ``settings_mismatch``, or a
+            reply channel reason (:mod:`baton.harnesses.droid.puck`). Nothing was submitted; the
+            Droid process is stopped by the error's :meth:`~HarnessError.clean_up`.
         """
         options = DroidOptions.parse(spec.options)
         moved = still_approved(spec.workspace, options.roots)
         if moved is not None:
             raise HarnessError("workspace_moved", f"{moved}; nothing was started")
-        harness = DroidHarness(options.droid_path, options.settings_file)
+        harness = DroidHarness(options.droid_path, options.settings_file, worktree=options.worktree)
         transport = harness.transport(spec.workspace, spec.cancel_grace_ms)
         session = DroidSession(
             DroidClient(transport=transport), transport, spec, options, sink, prompts
         )
         try:
             await session.start()
+        except HarnessError as exc:
+            # Stopping Droid takes up to its kill grace: the caller records the failure first.
+            exc.cleanup = session.close
+            raise
         except BaseException:
             await session.close()
             raise

@@ -9,7 +9,8 @@ starts and before each prompt), ``specWhenOff`` (bool, default True: autonomy ``
 mode), ``replyChannel`` (``{"recipient", "url"}``: the Amp reply channel of ``controller.md``),
 ``tags`` (list of ``{"name", "metadata"?}``), ``appendSystemPrompt`` (str), ``specModel``,
 ``specReasoningEffort`` (str), ``useSpec`` (bool), ``restrictToolIds``, ``additionalToolIds``,
-``disabledToolIds`` (lists of tool ids).
+``disabledToolIds`` (lists of tool ids), ``worktree`` (True or a branch name: Droid works in a git
+worktree it makes, :mod:`baton.harnesses.droid.worktree`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class DroidOptions:
     restrict_tool_ids: tuple[str, ...] | None = None
     additional_tool_ids: tuple[str, ...] | None = None
     disabled_tool_ids: tuple[str, ...] | None = None
+    worktree: bool | str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -69,8 +71,11 @@ class DroidOptions:
         known = {
             "droidPath", "settingsFile", "roots", "specWhenOff", "replyChannel", "tags",
             "appendSystemPrompt", "specModel", "specReasoningEffort", "useSpec",
-            "restrictToolIds", "additionalToolIds", "disabledToolIds",
+            "restrictToolIds", "additionalToolIds", "disabledToolIds", "worktree",
         }  # fmt: skip
+        worktree = options.get("worktree")
+        if worktree is not None and not isinstance(worktree, bool | str):
+            raise ValueError("droid option worktree must be true or a branch name")
         return cls(
             droid_path=droid_path,
             settings_file=_opt_str(options, "settingsFile"),
@@ -85,6 +90,7 @@ class DroidOptions:
             restrict_tool_ids=_opt_ids(options, "restrictToolIds"),
             additional_tool_ids=_opt_ids(options, "additionalToolIds"),
             disabled_tool_ids=_opt_ids(options, "disabledToolIds"),
+            worktree=worktree or None,
             extra={k: v for k, v in options.items() if k not in known},
         )
 

@@ -62,6 +62,7 @@ from baton.harnesses.droid.turn import (
     terminal_outcome,
     turn_text,
 )
+from baton.harnesses.droid.worktree import find_worktree
 from baton.paths import still_approved
 from baton.text import clean
 
@@ -120,14 +121,22 @@ class DroidSession(AgentSession):
         except (OSError, DroidError) as exc:
             raise HarnessError("spawn_failed", f"could not start droid: {clean(str(exc))}") from exc
         pid = self.pid
+        worktree = None
         if pid is not None:
             self._sink.spawned(pid)
-            check_agent_cwd(pid, self._spec.workspace)
-        opening = open_conversation(self._client, self._spec, self._options, self._reported)
+            if self._options.worktree is None:
+                check_agent_cwd(pid, self._spec.workspace)
+            else:  # Droid moves into the worktree it made before it answers a first request
+                await self._step(self._client.list_models(), "worktree_failed", "worktree setup")
+                worktree = await asyncio.to_thread(find_worktree, pid, self._spec.workspace)
+        cwd = worktree.cwd if worktree is not None else None
+        opening = open_conversation(self._client, self._spec, self._options, self._reported, cwd)
         session_id, settings = await self._step(opening, "setup_failed", "session setup")
         self._session_id = session_id
         self._reported.value = settings
-        self._sink.session(session_id, settings)
+        self._sink.session(
+            session_id, settings, worktree=worktree.to_json() if worktree is not None else None
+        )
         mismatch = settings_mismatch(wanted_settings(self._spec, self._options), settings)
         if mismatch:
             raise HarnessError(

@@ -53,10 +53,14 @@ def wanted_settings(spec: SessionSpec, options: DroidOptions) -> dict[str, str |
 
 
 async def open_conversation(
-    client: DroidClient, spec: SessionSpec, options: DroidOptions, reported: ReportedSettings
+    client: DroidClient,
+    spec: SessionSpec,
+    options: DroidOptions,
+    reported: ReportedSettings,
+    cwd: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Create the session, or load (and fork) ``spec.resume_id`` / ``spec.fork_from`` and apply
-    the requested settings to it.
+    """Create the session (in ``cwd``, default ``spec.workspace``), or load (and fork)
+    ``spec.resume_id`` / ``spec.fork_from`` and apply the requested settings to it.
 
     Returns the session id and Droid's settings after the last request (not yet checked against
     :func:`wanted_settings`). Raises what the SDK raises (:class:`~droid_sdk.errors.DroidError`,
@@ -94,7 +98,7 @@ async def open_conversation(
         )
         created = await client.initialize_session(
             machine_id="default",
-            cwd=spec.workspace,
+            cwd=cwd or spec.workspace,
             system_prompt=system_prompt,
             tags=[dict(t) for t in options.tags] or None,
             mcp_servers=servers,

@@ -5,6 +5,7 @@ See ``docs/tmux-harness.md`` for what each adapter needs and what ``completionBa
 
 from __future__ import annotations
 
+from baton.harnesses.keys import KEY_NAMES
 from baton.harnesses.tmux.adapters.dialogs import AnswerRefused
 from baton.harnesses.tmux.answering import AnswerResult
 from baton.harnesses.tmux.harness import (
@@ -15,7 +16,7 @@ from baton.harnesses.tmux.harness import (
 )
 from baton.harnesses.tmux.options import Attachment, TmuxOptions, session_name
 from baton.harnesses.tmux.output import CompactOutput
-from baton.harnesses.tmux.session import KEY_NAMES, RawOutput, TmuxAgentSession, TurnRecord
+from baton.harnesses.tmux.session import RawOutput, TmuxAgentSession, TurnRecord
 
 __all__ = [
     "KEY_NAMES",

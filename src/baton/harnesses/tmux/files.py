@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from baton.regular_files import open_regular
+
 Json = dict[str, Any]
 RecKind = Literal["user", "text", "tool", "done"]
 DoneKind = Literal["completed", "interrupted", "failed"]
@@ -106,7 +108,8 @@ class JsonlTail:
         self._signature: tuple[int, int] | None = None
         if from_end:
             try:
-                data = path.read_bytes()
+                with open_regular(path) as handle:  # a FIFO is never waited on
+                    data = handle.read()
             except OSError:
                 data = b""
             end = data.rfind(b"\n") + 1
@@ -125,7 +128,7 @@ class JsonlTail:
             return False
         self._signature = signature
         try:
-            with open(self.path, "rb") as handle:
+            with open_regular(self.path) as handle:
                 if self._offset:
                     handle.seek(self._offset - len(self._check))
                     if handle.read(len(self._check)) != self._check:
@@ -158,7 +161,8 @@ class JsonlTail:
         for raw in data[:end].split(b"\n")[:-1]:
             self._line += 1
             try:
-                value = json.loads(raw)
+                # Bytes that are not UTF-8 become U+FFFD: the record still counts.
+                value = json.loads(raw.decode("utf-8", "replace"))
             except ValueError:
                 continue
             if isinstance(value, dict):

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from baton.harnesses.keys import ExitCommand, KeyName
+
 AdapterName = Literal["droid", "claude", "codex", "generic"]
 
 #: tmux session names: no ``.`` or ``:`` (they are target separators); kept to a safe alphabet.
@@ -126,11 +128,12 @@ class TmuxOptions(BaseModel):
     showed when it was first ready."""
     needsInputPattern: Pattern | None = None
     """Generic: a regex that means the program asks something (reported ``needs_input``)."""
-    interruptKeys: list[str] | None = Field(default=None, min_length=1)
-    """Generic: tmux key names that interrupt a turn (default ``["C-c"]``)."""
-    exitCommand: str | None = None
-    """Generic: text typed (then Enter) to make the program exit (default: none; the session is
-    killed)."""
+    interruptKeys: list[KeyName] | None = Field(default=None, min_length=1, max_length=8)
+    """Generic: tmux key names (:data:`baton.harnesses.keys.KEY_NAMES`) pressed, in order, to
+    interrupt a turn (default ``["C-c"]``)."""
+    exitCommand: ExitCommand | None = None
+    """Generic: one line of text typed (then Enter) to make the program exit when the session
+    is closed (default: none; the session is killed)."""
     width: int = Field(default=200, ge=40, le=1000)
     """Pane width in cells (agents wrap their own lines at it)."""
     height: int = Field(default=50, ge=10, le=500)

@@ -2,7 +2,8 @@
 
 Screen text is lossy (the agents hard-wrap lines and render markdown, ``tmux-agents.md`` §4), so it
 is the fallback: the lines after the prompt's echo, without spinner lines, box borders and the
-returning prompt. Either way the text is redacted and bounded before anyone sees it.
+returning prompt. Either way the text is made safe to print, redacted and bounded before anyone
+sees it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Literal
 
 from baton.harnesses.tmux.files import normalize
 from baton.harnesses.tmux.redact import clip_utf8, redact
+from baton.text import terminal_safe
 
 #: Bound of a compact answer (UTF-8 bytes; the head is dropped first and counted in ``omitted``).
 COMPACT_LIMIT = 64 * 1024
@@ -38,8 +40,12 @@ class CompactOutput:
 def compact(
     text: str, source: Literal["agent_record", "screen"], secrets: Iterable[str]
 ) -> CompactOutput:
-    """Redact ``text`` and bound it to :data:`COMPACT_LIMIT` bytes (keeping its end)."""
-    bounded, omitted = clip_utf8(redact(text.strip("\n"), secrets), COMPACT_LIMIT)
+    """Make ``text`` safe to print (:func:`baton.text.terminal_safe`: an agent's session file
+    keeps the escape sequences of its answer, which the screen does not show), redact it and
+    bound it to :data:`COMPACT_LIMIT` bytes (keeping its end). Made safe first, so a sequence
+    cannot hide a secret's shape from :func:`redact` and the bound counts the text returned."""
+    safe = terminal_safe(text).strip("\n")
+    bounded, omitted = clip_utf8(redact(safe, secrets), COMPACT_LIMIT)
     return CompactOutput(text=bounded, omitted=omitted, source=source)
 
 

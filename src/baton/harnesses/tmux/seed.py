@@ -21,7 +21,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from baton.regular_files import NotRegularFile, read_regular
+
 Json = dict[str, Any]
+
+
+#: A settings file to merge into is read up to this size.
+_MAX_JSON_BYTES = 4 * 1024 * 1024
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -59,11 +65,18 @@ def merge_json(path: Path, extra: Mapping[str, Any]) -> bool:
     Raises
     ------
     ValueError
-        If ``path`` exists but does not hold a JSON object (it is left untouched).
+        If ``path`` exists but is not a regular file, is over 4 MiB or does not hold a JSON
+        object (it is left untouched).
     """
     current: Json = {}
     if path.exists():
-        loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
+        try:  # the agent's own settings file: never a blocking read of a FIFO put there
+            data = read_regular(path, _MAX_JSON_BYTES, follow_symlinks=True)
+        except NotRegularFile:
+            raise ValueError(f"{path} is not a regular file") from None
+        if len(data) > _MAX_JSON_BYTES:
+            raise ValueError(f"{path} is larger than {_MAX_JSON_BYTES} bytes")
+        loaded = json.loads(data.decode("utf-8") or "{}")
         if not isinstance(loaded, dict):
             raise ValueError(f"{path} does not hold a JSON object")
         current = loaded

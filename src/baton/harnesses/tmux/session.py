@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.harnesses.base import Failed, ScreenState, SessionSink, TurnInput, TurnOutcome
+from baton.harnesses.keys import unknown_keys
 from baton.harnesses.tmux import procs
 from baton.harnesses.tmux.answering import TYPED_MAX, AnswerResult, answer
 from baton.harnesses.tmux.driver import TmuxError
@@ -28,11 +28,6 @@ from baton.harnesses.tmux.pane_context import PaneContext
 from baton.harnesses.tmux.redact import blank, redact, secret_spans
 from baton.harnesses.tmux.turn import TurnControl, TurnRun
 
-#: Named keys :meth:`TmuxAgentSession.send_keys` accepts (dialogs: pick, move, confirm, cancel).
-KEY_NAMES = re.compile(
-    r"^(?:Enter|Escape|Tab|BTab|Space|BSpace|Up|Down|Left|Right|Home|End|PageUp|PageDown"
-    r"|C-[a-z]|[A-Za-z0-9])$"
-)
 #: How long :meth:`TmuxAgentSession.submit` waits for a busy screen to go idle first (s).
 _IDLE_WAIT_S = 5.0
 #: How long the screen must have been idle before a prompt is pasted (s).
@@ -338,7 +333,7 @@ class TmuxAgentSession:
         ValueError
             If a key is not one of the accepted names (nothing is sent).
         """
-        bad = [key for key in keys if not KEY_NAMES.match(key)]
+        bad = unknown_keys(keys)
         if bad or not keys:
             raise ValueError(f"not an accepted key name: {bad or 'none given'}")
         try:

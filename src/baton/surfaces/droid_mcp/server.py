@@ -10,18 +10,17 @@ output schemas. Rejections are tool results with ``isError: true`` and
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ClassVar, Literal
 
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from baton import __version__
 from baton.engine.droid_mcp.reads import DroidMcpReads
 from baton.engine.droid_mcp.service import DroidMcp
 from baton.errors import BatonError
-from baton.surfaces.base import SurfaceServer
+from baton.surfaces.base import SurfaceServer, tool_result
 from baton.surfaces.droid_mcp.shapes import OUTPUT_SCHEMAS
 
 #: The longest legitimate call: a ``droid_wait`` of 50 s plus a margin (``WAVE2.md`` §6.7).
@@ -86,17 +85,11 @@ class DroidMcpServer(SurfaceServer):
     output_schemas: ClassVar[dict[str, dict[str, Any]]] = OUTPUT_SCHEMAS
 
     def render_error(self, error: BatonError) -> CallToolResult:
-        payload = error.to_json()
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-            structured_content=payload,
-            is_error=True,
-        )
+        return tool_result(error.to_json(), is_error=True)
 
 
 def _ok(payload: dict[str, Any]) -> CallToolResult:
-    text = json.dumps(payload, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+    return tool_result(payload)
 
 
 def _with_settings(

@@ -36,6 +36,9 @@ class FoundGroup(_Shape):
     repo: str | None
     missionId: str | None = None
     sessions: list[FoundSession]
+    children: dict[str, Any] | None = None
+    """Workstreams with the REST API: ``{total, running, sessions: [{sessionId, status, title?,
+    computerId?, local}]}``, or ``{error}``."""
 
 
 class FindResult(_Shape):
@@ -71,6 +74,8 @@ class StartResult(_Shape):
     nextSeq: int
     cwd: str
     replayed: bool
+    worktree: dict[str, str | None] | None = None
+    """``{path, branch}`` of the git worktree Droid made for the session (``worktree``)."""
 
 
 class SendResult(_Shape):

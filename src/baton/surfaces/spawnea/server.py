@@ -4,21 +4,21 @@ connection's).
 
 Bootstrap connections (no ``SPAWNEA_SESSION_ID``) list only ``spawnea_get_state`` and
 ``spawnea_create_session``; once ``spawnea_create_session`` binds the connection to its root,
-every tool is listed and clients are told (``notifications/tools/list_changed``). Every result
+every tool is listed and the client is told, in either protocol era
+(:meth:`~baton.surfaces.base.SurfaceServer.announce_tools_changed`). Every result
 carries ``apiVersion: "v1"``; errors are ``{apiVersion, error: {code, message}}`` with the
 contract's codes ``not_found``, ``invalid_request``, ``conflict``, ``operation_failed``.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ClassVar, Literal
 
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver.context import Context
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from pydantic import Field
 
@@ -27,7 +27,7 @@ from baton.engine.spawnea.catalog import API_VERSION
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
 from baton.errors import BatonError
-from baton.surfaces.base import SurfaceServer
+from baton.surfaces.base import SurfaceServer, tool_result
 
 BOOTSTRAP_TOOLS = frozenset({"spawnea_get_state", "spawnea_create_session"})
 #: Codes of the contract's error envelope, from Baton's neutral codes.
@@ -62,6 +62,12 @@ class SpawneaServer(SurfaceServer):
     """One connection's Spawnea server: its scope decides which tools are listed and allowed."""
 
     max_call_s: ClassVar[float] = 40.0
+    served_methods: ClassVar[frozenset[str]] = SurfaceServer.served_methods | {
+        "subscriptions/listen"
+    }
+    """Binding a bootstrap connection changes its tool list: 2026-07-28 clients learn of it on
+    their ``subscriptions/listen`` stream (Claude Code 2.1.332 opens one only when
+    ``server/discover`` says ``tools.listChanged``, which the SDK derives from this)."""
 
     def __init__(self, service: SpawneaService, scope: Scope) -> None:
         super().__init__(
@@ -80,11 +86,7 @@ class SpawneaServer(SurfaceServer):
     def render_error(self, error: BatonError) -> CallToolResult:
         code = _CODES.get(error.code, "invalid_request")
         payload = {"apiVersion": API_VERSION, "error": {"code": code, "message": error.message}}
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-            structured_content=payload,
-            is_error=True,
-        )
+        return tool_result(payload, is_error=True)
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
@@ -144,16 +146,23 @@ class SpawneaServer(SurfaceServer):
         del calls[:-CONTEXT_KEPT]
 
 
-def _ok(payload: dict[str, Any]) -> CallToolResult:
-    text = json.dumps(payload, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
-
-
-async def _run(action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]]) -> CallToolResult:
+async def _run(
+    action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]],
+    verbatim: tuple[str, ...] = (),
+) -> CallToolResult:
+    """The tool's answer, safe to print except the fields in ``verbatim``
+    (:func:`~baton.surfaces.base.tool_result`)."""
     result = action()
     if not isinstance(result, dict):
         result = await result
-    return _ok(result)
+    return tool_result(result, verbatim=verbatim)
+
+
+def _with_request_id(view: dict[str, Any]) -> dict[str, Any]:
+    """A finalization request's view with ``requestId``, the name
+    ``spawnea_get_finalization_request`` takes it by (``spawnea-control-api.md``); ``id``, the
+    same value, stays for callers that already read it."""
+    return {**view, "requestId": view["id"]} if "id" in view else view
 
 
 def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaServer:
@@ -191,7 +200,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         was_bound = scope.bound
         result = await _run(lambda: service.create_root(scope, args))
         if not was_bound and scope.bound and ctx is not None:
-            await ctx.session.send_tool_list_changed()
+            await server.announce_tools_changed(ctx)
         return result
 
     @server.tool(
@@ -257,7 +266,10 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         maxBytes: Annotated[int, Field(ge=1, le=131_072)] = 32_768,
     ) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: service.get_turn(scope, args))
+        # raw is the captured terminal output "without filtering" (spawnea-control-api.md,
+        # spawnea_get_turn): the one field of any tool result that is not made safe to print.
+        raw = ("output",) if outputMode == "raw" else ()
+        return await _run(lambda: service.get_turn(scope, args), raw)
 
     @server.tool(
         name="spawnea_rename_session",
@@ -317,7 +329,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         confirmation: Literal["llm-validated"] | None = None,
     ) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: fin.request(scope, args))
+        return tool_result(_with_request_id(await fin.request(scope, args)))
 
     @server.tool(
         name="spawnea_get_finalization_request",
@@ -327,7 +339,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
     )
     async def spawnea_get_finalization_request(requestId: Id) -> CallToolResult:
         args = _args(locals())
-        return await _run(lambda: fin.get(scope, args))
+        return tool_result(_with_request_id(await fin.get(scope, args)))
 
     @server.tool(
         name="spawnea_close_shared_child",
