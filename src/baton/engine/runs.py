@@ -137,15 +137,8 @@ class ControllerRuns:
         if request.model is not None:
             await self.engine.catalogue.check(request.model, effort)
         await self.store.writable()  # just after a start: wait here, not blocking other calls
-        return Intent(
-            operation,
-            target,
-            request.prompt,
-            request.model,
-            autonomy,
-            effort,
-            request.puck_conversation_id or default_routing,
-        )
+        routing = request.puck_conversation_id or default_routing
+        return Intent(operation, target, request.prompt, request.model, autonomy, effort, routing)
 
     def status(self, run_id: str) -> RunRecord:
         """The run's record (``droid_status``). Raises ``unknown_run``."""
