@@ -17,6 +17,7 @@ import logging
 import os
 import secrets
 import signal
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -289,14 +290,16 @@ def serve(config: Config, *, surface: str = "controller") -> int:
                 "settled %d run(s) left live by the previous owner as unknown", len(settled)
             )
         anyio.run(_serve_async, engine, config, release, surface)
-    except (ConfigError, StateError, BaseExceptionGroup) as exc:  # e.g. a port cannot be bound
-        refusals = errors_within(exc, StateError)  # the integrity check failed
-        problems = refusals or errors_within(exc, ConfigError)
+    except (ConfigError, StateError, sqlite3.Error, BaseExceptionGroup) as exc:
+        if (refusal := store.refusal()) is not None:  # the whole-file check failed
+            print(f"baton: {refusal}", file=sys.stderr)
+            return EXIT_STATE
+        problems = errors_within(exc, ConfigError)  # e.g. the HTTP port cannot be bound
         if not problems:
             raise
         for problem in problems:
             print(f"baton: {problem}", file=sys.stderr)
-        return EXIT_STATE if refusals else EXIT_CONFIG
+        return EXIT_CONFIG
     finally:
         release()
     return 0

@@ -31,6 +31,7 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import stat
 import sys
 from collections.abc import Mapping
@@ -109,8 +110,6 @@ class Daemon:
         self.dashboard_url: str | None = None
         self._stop: anyio.Event | None = None
         self._stop_requested = False
-        #: Set if the whole-file integrity check failed while serving (the daemon then stops).
-        self.refused: StateError | None = None
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -287,7 +286,6 @@ class Daemon:
             await asyncio.wrap_future(self.store.integrity_verdict())
         except StateError as exc:
             log.error("stopping: %s", exc)
-            self.refused = exc
             self.stop()
 
     async def _watch_signals(self) -> None:
@@ -377,10 +375,13 @@ def run_daemon(config: Config, *, exit_state: int, exit_config: int) -> int:
         return exit_state
     try:
         anyio.run(daemon.run)
-        if daemon.refused is not None:
-            print(f"baton: {daemon.refused}", file=sys.stderr)
+        if (refusal := daemon.store.refusal()) is not None:  # the whole-file check failed
+            print(f"baton: {refusal}", file=sys.stderr)
             return exit_state
-    except (ConfigError, StateError, BaseExceptionGroup) as exc:
+    except (ConfigError, StateError, sqlite3.Error, BaseExceptionGroup) as exc:
+        if (refusal := daemon.store.refusal()) is not None:  # and a write it denied ended us
+            print(f"baton: {refusal}", file=sys.stderr)
+            return exit_state
         problems = errors_within(exc, ConfigError, StateError)
         if not problems:
             raise

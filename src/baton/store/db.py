@@ -110,6 +110,17 @@ class StoreCore:
             await asyncio.wrap_future(verdict)
         verdict.result()
 
+    def refusal(self) -> StateError | None:
+        """The refusal if the whole-file check has failed (None while it runs, or if it passed).
+
+        Whatever else failed after it (a write denied, a task ended by that) is its consequence:
+        the caller reports this instead."""
+        verdict = self._integrity.verdict if self._integrity is not None else None
+        if verdict is None or not verdict.done() or verdict.cancelled():
+            return None
+        failure = verdict.exception()
+        return failure if isinstance(failure, StateError) else None
+
     def integrity_verdict(self) -> Future[None]:
         """Resolves once the whole file has been checked: None, or the refusal
         (:class:`StateError`, the message a refusal at open prints)."""
