@@ -332,13 +332,23 @@ class SessionFileIndex:
                 except OSError:
                     changed |= self._drop(path)
                     continue
+                entry = entries.get(path)
+                if entry is not None and entry.stable and not dir_changed:
+                    # The hot path of a repeat call, compared field by field (no tuple made).
+                    # The same inode, unchanged since it was read as a regular file, still is
+                    # one; anything else has its type checked below before it is read.
+                    mtime, size, ino, ctime = entry.sig
+                    if (
+                        st.st_ctime_ns == ctime
+                        and st.st_mtime_ns == mtime
+                        and st.st_size == size
+                        and st.st_ino == ino
+                    ):
+                        continue
                 if not stat.S_ISREG(st.st_mode):  # replaced by a FIFO or a link since listed
                     changed |= self._drop(path)
                     continue
-                entry = entries.get(path)
                 sig = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-                if entry is not None and entry.stable and not dir_changed and sig == entry.sig:
-                    continue
                 fresh = self._refresh(path, entry, sig, now, fd)
                 changed |= fresh is not entry and (entry is None or fresh.record != entry.record)
         finally:
