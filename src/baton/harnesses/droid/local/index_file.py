@@ -56,7 +56,7 @@ from baton.harnesses.droid.local.index_rows import (
     dir_of,
     dir_row,
     entries_of,
-    entry_row,
+    entry_rows,
 )
 
 log = logging.getLogger(__name__)
@@ -128,10 +128,8 @@ class IndexFile:
                 db.executemany(UPSERT_DIR, [dir_row(d) for d in dirs.values() if d is not None])
                 gone = [os.path.split(p) for p, e in entries.items() if e is None]
                 db.executemany("DELETE FROM entries WHERE dir = ? AND name = ?", gone)
-                db.executemany(
-                    UPSERT_ENTRY,
-                    [entry_row(p, e) for p, e in entries.items() if e is not None],
-                )
+                kept = [(p, e) for p, e in entries.items() if e is not None]
+                db.executemany(UPSERT_ENTRY, entry_rows(kept))
             except BaseException:
                 db.execute("ROLLBACK")
                 raise

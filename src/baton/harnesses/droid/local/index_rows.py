@@ -118,7 +118,7 @@ SELECT_DIRS = "SELECT " + ", ".join(c for c, _, _ in _DIR_COLUMNS) + " FROM dirs
 SELECT_ENTRIES = "SELECT " + ", ".join(c for c, _, _ in _ALL_ENTRY_COLUMNS) + " FROM entries"
 UPSERT_DIR = f"INSERT OR REPLACE INTO dirs VALUES ({', '.join('?' * len(_DIR_COLUMNS))})"
 UPSERT_ENTRY = f"INSERT OR REPLACE INTO entries VALUES ({', '.join('?' * len(_ALL_ENTRY_COLUMNS))})"
-_NO_RECORD = (None,) * len(_RECORD_COLUMNS)
+_NO_RECORD = (None,) * (len(_RECORD_COLUMNS) + 1)  # with the session_id
 _NO_SIG = (None, None, None, None)
 # SQLite integers are signed 64-bit; an inode number may use all 64 bits.
 _U64, _I64 = 1 << 64, 1 << 63
@@ -189,46 +189,56 @@ def _sig_cols(sig: Sig | None) -> tuple[Any, ...]:
     return (sig[0], sig[1], _signed(sig[2]), sig[3])
 
 
-def entry_row(path: str, entry: FileEntry) -> tuple[Any, ...]:
-    directory, name = os.path.split(path)
-    main, backup = entry.settings_sig
-    r = entry.record
-    record = (
-        _NO_RECORD
-        if r is None
-        else (
-            r.title,
-            r.cwd,
-            r.created_at,
-            r.model,
-            r.reasoning_effort,
-            r.autonomy_level,
-            r.interaction_mode,
-            json.dumps(list(r.tags)),
-            r.role,
-            r.mission_id,
-            int(r.is_subagent),
-            r.calling_session_id,
-            r.parent,
-            r.forked_at_message_id,
-            int(r.archived),
-            r.archived_at,
-            int(r.settings_readable),
-            int(r.settings_from_backup),
-            r.worktree_path,
-            r.worktree_repo,
+def entry_rows(entries: Iterable[tuple[str, FileEntry]]) -> list[tuple[Any, ...]]:
+    """The rows of ``(transcript path, entry)`` pairs, for :data:`UPSERT_ENTRY` (a first start
+    writes one per session, so the tags' JSON is made once per distinct set)."""
+    tags_json: dict[tuple[str, ...], str] = {}
+    rows: list[tuple[Any, ...]] = []
+    for path, entry in entries:
+        directory, name = os.path.split(path)
+        main, backup = entry.settings_sig
+        r = entry.record
+        if r is None:
+            record: tuple[Any, ...] = _NO_RECORD
+        else:
+            tags = tags_json.get(r.tags)
+            if tags is None:
+                tags = tags_json[r.tags] = json.dumps(list(r.tags))
+            record = (
+                r.id,
+                r.title,
+                r.cwd,
+                r.created_at,
+                r.model,
+                r.reasoning_effort,
+                r.autonomy_level,
+                r.interaction_mode,
+                tags,
+                r.role,
+                r.mission_id,
+                int(r.is_subagent),
+                r.calling_session_id,
+                r.parent,
+                r.forked_at_message_id,
+                int(r.archived),
+                r.archived_at,
+                int(r.settings_readable),
+                int(r.settings_from_backup),
+                r.worktree_path,
+                r.worktree_repo,
+            )
+        rows.append(
+            (
+                directory,
+                name,
+                *_sig_cols(entry.sig),
+                int(entry.stable),
+                *_sig_cols(main),
+                *_sig_cols(backup),
+                *record,
+            )
         )
-    )
-    return (
-        directory,
-        name,
-        *_sig_cols(entry.sig),
-        int(entry.stable),
-        *_sig_cols(main),
-        *_sig_cols(backup),
-        None if r is None else r.id,
-        *record,
-    )
+    return rows
 
 
 def entries_of(rows: list[tuple[Any, ...]]) -> dict[str, FileEntry]:
