@@ -234,6 +234,48 @@ def test_title_rewritten_in_place_is_seen(tmp_path: Path) -> None:
     assert by_id(index)["s"].title == "The LLM-made title"
 
 
+def _until_ctime_moves(path: Path, before: os.stat_result, change: Callable[[], None]) -> None:
+    """Apply ``change`` until the file's ctime differs from ``before`` (coarse kernel clocks
+    tick every few ms: two writes within one tick share a ctime, which no rule can tell apart;
+    the racy-second rule covers that case, and this test is about the other one)."""
+    for _ in range(200):
+        change()
+        if os.stat(path).st_ctime_ns != before.st_ctime_ns:
+            return
+        time.sleep(0.005)
+    raise AssertionError("the ctime never moved")
+
+
+@pytest.mark.parametrize("how", ["in place", "replaced by rename"])
+def test_a_rewrite_keeping_size_and_whole_second_mtime_is_seen(tmp_path: Path, how: str) -> None:
+    # An SFTP or rsync client writes a file and then sets its mtime back to the source's whole
+    # second: the size and mtime match what was read, only the ctime (and, for a rename, the
+    # inode) tell that the content changed.
+    second = (int(time.time()) - 3600) * 1_000_000_000
+    path = fs.write_session(tmp_path, session_id="s", cwd="/w", title="Alpha one")
+    os.utime(path, ns=(second, second))
+    index = index_of(tmp_path)
+    assert by_id(index)["s"].title == "Alpha one"
+    before = os.stat(path)
+
+    def rewrite() -> None:
+        if how == "in place":
+            fs.rewrite_header(path, title="Bravo two")
+        else:
+            data = path.read_bytes().replace(b"Alpha one", b"Bravo two")
+            temporary = path.with_name("s.jsonl.part")
+            temporary.write_bytes(data)
+            os.replace(temporary, path)
+        os.utime(path, ns=(second, second))
+
+    _until_ctime_moves(path, before, rewrite)
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    record = by_id(index)["s"]
+    assert record.title == "Bravo two"
+    assert record.sig == (after.st_mtime_ns, after.st_size, after.st_ino, after.st_ctime_ns)
+
+
 def test_settings_replaced_by_rename_are_seen_through_the_directory_mtime(tmp_path: Path) -> None:
     path = fs.write_session(tmp_path, session_id="s", cwd="/w", settings_values=fs.settings())
     past = time.time() - 3600

@@ -103,6 +103,38 @@ async def test_find_groups_hides_archived_and_subagents_searches_and_pages(
         assert bad["code"] == "invalid_argument"
 
 
+async def test_find_after_a_restart_answers_from_the_kept_index_and_sees_changes_meanwhile(
+    real: RealHome, served: tuple[Path, dict[str, str]]
+) -> None:
+    config, env = served
+    every = {"includeArchived": True, "includeSubagents": True, "limit": 200}
+    async with baton(config, env, "droid-mcp") as client:
+        before = await call(client, "droid_find", every)
+    kept = json.loads(config.read_text())["stateDirectory"] + "/droid-sessions.db"
+    assert os.stat(kept).st_mode & 0o777 == 0o600
+    fork = real.transcript("fork")
+    original, info = fork.read_bytes(), fork.stat()
+    try:
+        # While Baton is down, the title changes with the size and mtime kept (SFTP-style).
+        renamed = original.replace(b'"title":"Fork of alpha"', b'"title":"Fork of ALPHA"', 1)
+        assert renamed != original
+        fork.write_bytes(renamed)
+        os.utime(fork, ns=(info.st_atime_ns, info.st_mtime_ns))
+        async with baton(config, env, "droid-mcp") as client:  # the state directory passes
+            after = await call(client, "droid_find", every)
+            titled = await call(client, "droid_find", {"query": "Fork of ALPHA"})
+    finally:
+        fork.write_bytes(original)
+        os.utime(fork, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert session_ids(titled) == [real.ids["fork"]]
+    for answer in (before, after):
+        for group in answer["groups"]:
+            for session in group["sessions"]:
+                if session["sessionId"] == real.ids["fork"]:
+                    session["title"] = "Fork of alpha"
+    assert after == before
+
+
 async def test_local_transcript_wait_and_result(
     real: RealHome, served: tuple[Path, dict[str, str]]
 ) -> None:

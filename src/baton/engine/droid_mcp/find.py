@@ -246,11 +246,11 @@ def _listing(
         matched = [r for r in candidates if _meta_match(r, needle)]
         if content:
             hit_ids = {r.id for r in matched}
-            rest = [str(r.path) for r in candidates if r.id not in hit_ids]
+            rest = [r.file for r in candidates if r.id not in hit_ids]
             engine = search or TranscriptSearch(find_rg(index.factory_home))
             result = engine.search(needle, rest)
             incomplete = not result.complete
-            matched = [r for r in candidates if r.id in hit_ids or str(r.path) in result.matches]
+            matched = [r for r in candidates if r.id in hit_ids or r.file in result.matches]
         candidates = matched
     return _Listing(snapshot, order_sessions(candidates), incomplete)
 

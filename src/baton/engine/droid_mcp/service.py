@@ -32,6 +32,7 @@ from baton.engine.validation import AUTONOMY_LEVELS
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
 from baton.harnesses.droid.local.index import SessionFileIndex
+from baton.harnesses.droid.local.index_file import FILE_NAME as INDEX_FILE_NAME
 from baton.harnesses.droid.rest import FactoryRestError, SessionsApi
 
 if TYPE_CHECKING:
@@ -54,7 +55,11 @@ class DroidMcp:
             engine.store, SURFACE, Expiring(days=self.settings.keyRetentionDays), engine.epoch
         )
         self.factory_home = factory_home
-        self.index = SessionFileIndex(factory_home)
+        # Kept across restarts in the state directory, so the first droid_find after a restart
+        # reads only the session files that changed meanwhile (index_file's docstring).
+        self.index = SessionFileIndex(
+            factory_home, index_file=Path(self.config.stateDirectory) / INDEX_FILE_NAME
+        )
         self.rest = rest
 
     # -- routing -----------------------------------------------------------------------------

@@ -16,10 +16,11 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from baton.regular_files import open_regular, read_regular
+from baton.regular_files import open_regular_fd, read_regular_stat
 
 #: Autonomy levels in increasing order (droid-mcp: ``off`` < ``low`` < ``medium`` < ``high``).
 AUTONOMY_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high")
@@ -32,7 +33,16 @@ _MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 _TIMESTAMP = re.compile(rb'"timestamp":"([^"\\]{1,64})"')
 
 Json = dict[str, Any]
-Sig = tuple[int, int]  # (st_mtime_ns, st_size)
+#: What says a file is unchanged: ``(st_mtime_ns, st_size, st_ino, st_ctime_ns)``. The mtime and
+#: size alone miss a rewrite that keeps both (a tool that restores the mtime, as SFTP and rsync
+#: clients do with whole seconds); the ctime cannot be set back and moves on every write,
+#: ``utime`` and rename, and the inode tells a replaced file from one written in place.
+Sig = tuple[int, int, int, int]
+
+
+def sig_of(st: os.stat_result) -> Sig:
+    """The :data:`Sig` of a ``stat`` result."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
 @dataclass(frozen=True)
@@ -47,16 +57,20 @@ class SessionRecord:
     ``subagent`` tag, or a ``callingSessionId`` on a session that is not a mission member (a
     mission worker's ``callingSessionId`` is its missionId, measured). ``parent`` is a fork's
     source. ``settings_readable`` is False when neither the settings file nor its ``.bak``
-    parsed; the settings-derived fields are then None/empty.
+    parsed; the settings-derived fields are then None/empty. ``size``, ``inode`` and
+    ``ctime_ns`` are the transcript's when it was read (with ``mtime_ns``, its :data:`Sig`: two
+    records of one file are equal only if the file did not change between them). ``file`` is the
+    transcript's path (``path`` as a :class:`~pathlib.Path`, made when first asked for).
     """
 
     id: str
     title: str
     cwd: str | None
     created_at: str | None
-    updated_at: str
     mtime_ns: int
     size: int
+    inode: int
+    ctime_ns: int
     model: str | None
     reasoning_effort: str | None
     autonomy_level: str | None
@@ -72,11 +86,27 @@ class SessionRecord:
     archived_at: str | None
     settings_readable: bool
     settings_from_backup: bool
-    path: Path
+    file: str
     #: Droid's ``worktree`` record in the settings (a session started with ``--worktree``):
     #: the worktree's top directory and the repository it belongs to.
     worktree_path: str | None = None
     worktree_repo: str | None = None
+
+    @cached_property
+    def updated_at(self) -> str:
+        """The transcript's mtime as ISO 8601 UTC with milliseconds (made when first asked for:
+        only the sessions shown need it)."""
+        return iso_from_ns(self.mtime_ns)
+
+    @cached_property
+    def path(self) -> Path:
+        """The transcript's path (built on first use: 10 000 ``Path`` objects cost ~40 ms)."""
+        return Path(self.file)
+
+    @property
+    def sig(self) -> Sig:
+        """The transcript's :data:`Sig` when this record was read."""
+        return (self.mtime_ns, self.size, self.inode, self.ctime_ns)
 
     @property
     def mtime(self) -> float:
@@ -107,16 +137,19 @@ def read_head(path: str) -> tuple[Json | None, str | None]:
     OSError
         If ``path`` cannot be opened or is not a regular file (a FIFO never blocks the read).
     """
-    with open_regular(path) as handle:
-        data = handle.read(_HEAD_CHUNK)
+    fd, _ = open_regular_fd(path)
+    try:
+        data = os.read(fd, _HEAD_CHUNK)
         # Line 0, then enough of line 1 for its timestamp (it comes within its first bytes).
         while len(data) < _MAX_HEADER_BYTES and (
             b"\n" not in data or len(data) - data.index(b"\n") < _LINE1_PREFIX
         ):
-            more = handle.read(_HEAD_CHUNK)
+            more = os.read(fd, _HEAD_CHUNK)
             if not more:
                 break
             data += more
+    finally:
+        os.close(fd)
     newline = data.find(b"\n")
     first = data if newline < 0 else data[:newline]
     try:
@@ -137,26 +170,28 @@ def read_head(path: str) -> tuple[Json | None, str | None]:
     return header, created
 
 
-def stat_sig(path: str) -> Sig | None:
+def stat_sig(path: str, dir_fd: int | None = None) -> Sig | None:
+    """The :data:`Sig` of ``path`` (relative to ``dir_fd`` when given), None if it is gone."""
     try:
-        st = os.stat(path)
+        return sig_of(os.stat(path, dir_fd=dir_fd))
     except OSError:
         return None
-    return (st.st_mtime_ns, st.st_size)
 
 
-def _load_json_object(path: str) -> Json | None:
+def _load_json_object(path: str) -> tuple[Json | None, Sig | None]:
+    """The JSON object in ``path`` (None if it is not one) and the :data:`Sig` of the file read."""
     try:
-        data = read_regular(path, _MAX_SETTINGS_BYTES)
+        data, info = read_regular_stat(path, _MAX_SETTINGS_BYTES)
     except OSError:  # missing, unreadable, or not a regular file (never blocks on a FIFO)
-        return None
+        return None, stat_sig(path)
+    sig = sig_of(info)
     if len(data) > _MAX_SETTINGS_BYTES:
-        return None
+        return None, sig
     try:
         value = json.loads(data)
     except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+        return None, sig
+    return (value if isinstance(value, dict) else None), sig
 
 
 @dataclass(frozen=True)
@@ -169,12 +204,11 @@ class SettingsRead:
 def read_settings(base: str) -> SettingsRead:
     """``<base>.settings.json``, or its ``.bak`` when the main file is missing or does not parse."""
     main = base + ".settings.json"
-    main_sig = stat_sig(main)
-    values = _load_json_object(main) if main_sig is not None else None
+    values, main_sig = _load_json_object(main)
     if values is not None:
         return SettingsRead(values, False, (main_sig, None))
-    backup = main + ".bak"
-    return SettingsRead(_load_json_object(backup), True, (main_sig, stat_sig(backup)))
+    values, backup_sig = _load_json_object(main + ".bak")
+    return SettingsRead(values, True, (main_sig, backup_sig))
 
 
 def _tags(settings: Json) -> list[tuple[str, Json]]:
@@ -224,9 +258,10 @@ def classify(
         title=header["title"],
         cwd=_text(header.get("cwd")),
         created_at=created,
-        updated_at=iso_from_ns(sig[0]),
         mtime_ns=sig[0],
         size=sig[1],
+        inode=sig[2],
+        ctime_ns=sig[3],
         model=_text(values.get("model")),
         reasoning_effort=_text(values.get("reasoningEffort")),
         autonomy_level=autonomy,
@@ -243,7 +278,7 @@ def classify(
         archived_at=archived_at if isinstance(archived_at, str) else None,
         settings_readable=settings.values is not None,
         settings_from_backup=settings.values is not None and settings.from_backup,
-        path=Path(path),
+        file=path,
         worktree_path=_text(worktree.get("path")),
         worktree_repo=_text(worktree.get("repoRoot")),
     )
