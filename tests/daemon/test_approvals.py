@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from baton.git import Finalizations, Git, SqliteGitStore, create_worktree
+from baton.git import Finalizations, Git, create_worktree
 from baton.store import Store
+from baton.store.finalizations import SqliteGitStore
 from tests.daemon.helpers import DaemonProcess, Site, mode
 from tests.git.repos import Repo, make_project
 

@@ -27,8 +27,9 @@ from baton.daemon.runtime_file import (
     write_descriptor,
 )
 from baton.errors import StateError
-from baton.git import FinalizationRequest, SqliteGitStore
+from baton.git import FinalizationRequest
 from baton.store import SCHEMA_VERSION, Store
+from baton.store.finalizations import SqliteGitStore
 from baton.store.schema import MIGRATIONS
 from tests.daemon.helpers import Site
 

@@ -13,7 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.git import FinalizationRequest, Finalizations, Git, SqliteGitStore, create_worktree
+from baton.git import FinalizationRequest, Finalizations, Git, create_worktree
+from baton.store.finalizations import SqliteGitStore
 
 BRANCH = "baton/feature"
 

@@ -32,12 +32,12 @@ from baton.git import (
     IntegrateOptions,
     IntegrationLock,
     PreflightReport,
-    SqliteGitStore,
     WorktreeError,
     WorktreeRecord,
     integrate,
 )
 from baton.git.journal import Phase
+from baton.store.finalizations import SqliteGitStore
 
 
 def _integrate(args: dict[str, Any]) -> dict[str, Any]:

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from baton.git import STASH_PIN_PREFIX, Finalizations, Git, SqliteGitStore, create_worktree
+from baton.git import STASH_PIN_PREFIX, Finalizations, Git, create_worktree
 from baton.git.close import CLOSE_STEPS
 from baton.git.journal import Phase
+from baton.store.finalizations import SqliteGitStore
 from tests.git.repos import Repo, file_hashes, reflog_size, tree_hashes
 
 PROC = Path(__file__).with_name("proc.py")

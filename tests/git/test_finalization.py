@@ -16,12 +16,12 @@ from baton.git import (
     Hooks,
     InvalidRequest,
     InvalidTransition,
-    SqliteGitStore,
     UnknownRecord,
     WorktreeRecord,
     create_worktree,
     request_view,
 )
+from baton.store.finalizations import SqliteGitStore
 from tests.git.repos import Repo, run_git, snapshot
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from baton.git import FinalizationRequest, JournalEntry, SqliteGitStore, WorktreeRecord
+from baton.git import FinalizationRequest, JournalEntry, WorktreeRecord
+from baton.store.finalizations import SqliteGitStore
 
 RECORD = WorktreeRecord(
     session_key="s1", path="/w/s1", admin_dir="/r/.git/worktrees/s1", common_dir="/r/.git",

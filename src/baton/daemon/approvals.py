@@ -31,13 +31,13 @@ from baton.git import (
     InvalidTransition,
     JournalEntry,
     RequestStatus,
-    SqliteGitStore,
     WorktreeError,
     WorktreeRecord,
     request_view,
 )
 from baton.git.preview import shows_discard
 from baton.store import Store
+from baton.store.finalizations import SqliteGitStore
 
 log = logging.getLogger(__name__)
 

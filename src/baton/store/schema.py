@@ -6,7 +6,7 @@ backup of the database file (``state.db.v<N>.bak``) and inside one transaction.
 
 from __future__ import annotations
 
-from baton.git import GIT_DDL
+from baton.store.finalizations import GIT_DDL
 
 #: Version 1: runs, sessions and intents as first released.
 V1 = """

@@ -43,7 +43,6 @@ from baton.git import (
     Finalizations,
     Git,
     Hooks,
-    SqliteGitStore,
     WorktreeError,
     create_worktree,
     inspect_worktree,
@@ -54,6 +53,7 @@ from baton.git.close import close_worktree
 from baton.git.repo import worktree_list
 from baton.harnesses.tmux import check_attachment
 from baton.paths import managed_worktrees
+from baton.store.finalizations import SqliteGitStore
 
 if TYPE_CHECKING:
     from baton.engine.spawnea.base import ServiceBase
