@@ -16,7 +16,7 @@ import pytest
 
 from baton.git import Finalizations, Git, create_worktree
 from baton.store import Store
-from baton.store.finalizations import SqliteGitStore
+from baton.store.finalizations import FinalizationTables
 from tests.daemon.helpers import DaemonProcess, Site, mode
 from tests.git.repos import Repo, make_project
 
@@ -50,7 +50,7 @@ def seed(site: Site, project: Repo, worktrees: Path) -> tuple[str, str, str, lis
     store = Store(site.state)
     store.open()
     try:
-        records = SqliteGitStore(store.db)
+        records = FinalizationTables(store, loop=None)
         made = {
             name: create_worktree(
                 git,
