@@ -10,6 +10,7 @@ import pytest
 
 from baton.errors import BatonError
 from baton.git.diff import workspace_diff
+from baton.git.runner import Git
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -137,11 +138,14 @@ def test_sibling_prefix_is_not_inside(repo: Path, tmp_path: Path) -> None:
         workspace_diff(str(repo), [str(tmp_path / "rep")])
 
 
-@pytest.mark.parametrize("cwd", ["relative/path", "/no/such/dir"])
-def test_bad_or_missing_cwd_is_refused(repo: Path, cwd: str) -> None:
+@pytest.mark.parametrize(
+    ("cwd", "code"),
+    [("relative/path", "invalid_argument"), ("/no/such/dir", "workspace_not_approved")],
+)
+def test_bad_or_missing_cwd_is_refused(repo: Path, cwd: str, code: str) -> None:
     with pytest.raises(BatonError) as caught:
         workspace_diff(cwd, ["/"])
-    assert caught.value.code in ("invalid_argument", "workspace_not_approved")
+    assert caught.value.code == code
 
 
 def test_user_diff_drivers_are_not_run(repo: Path, tmp_path: Path) -> None:
@@ -153,6 +157,61 @@ def test_user_diff_drivers_are_not_run(repo: Path, tmp_path: Path) -> None:
     diff = workspace_diff(str(repo), [str(repo)])
     assert "+changed" in diff.text
     assert not marker.exists()
+
+
+def test_a_user_fsmonitor_is_not_run(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "fsmonitor-ran"
+    git(repo, "config", "core.fsmonitor", f"touch {marker}; true")
+    (repo / "tracked.txt").write_text("changed\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "+changed" in diff.text
+    assert not marker.exists()
+
+
+def test_a_repository_hook_is_not_run(repo: Path, tmp_path: Path) -> None:
+    """An agent can write ``.git/hooks`` in its workspace; writing the temporary index (the
+    intent-to-add of a new file) must not run its ``post-index-change`` hook in Baton."""
+    marker = tmp_path / "hook-ran"
+    hook = repo / ".git" / "hooks" / "post-index-change"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    (repo / "brand-new.txt").write_text("n\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "+++ b/brand-new.txt" in diff.text
+    assert not marker.exists()
+
+
+def test_inherited_git_variables_do_not_redirect_the_diff(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(elsewhere, "init", "-q")
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "their-index"))
+    (repo / "tracked.txt").write_text("changed\n")
+    diff = workspace_diff(str(repo), [str(tmp_path)])
+    assert diff.repo == str(repo) and "+changed" in diff.text
+    assert not (tmp_path / "their-index").exists()
+
+
+def test_every_git_call_goes_through_the_runner(repo: Path, tmp_path: Path) -> None:
+    """The diff has no git runner of its own: each call carries the runner's neutralising
+    options (no optional locks, no hooks), whatever the call."""
+    calls = tmp_path / "calls"
+    recording = tmp_path / "bin" / "git"
+    recording.parent.mkdir()
+    real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    recording.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
+    recording.chmod(0o755)
+    (repo / "new.txt").write_text("n\n")
+    diff = workspace_diff(str(repo), [str(repo)], git=Git(str(recording)))
+    assert "+++ b/new.txt" in diff.text
+    argvs = calls.read_text().splitlines()
+    assert len(argvs) >= 5  # probe, HEAD check, ls-files, add -N, numstat, patch
+    for argv in argvs:
+        assert argv.startswith("--no-optional-locks -c core.hooksPath=/dev/null"), argv
+        assert "-c core.fsmonitor=false" in argv
 
 
 def test_a_droid_worktree_record_is_diffed_only_when_git_confirms_it(
