@@ -181,6 +181,24 @@ def test_a_repository_hook_is_not_run(repo: Path, tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_a_repository_filter_driver_is_not_run(repo: Path, tmp_path: Path) -> None:
+    """A ``clean`` filter the repository's config defines (directly or through an include, a
+    name with dots, ``required``) would run on every changed file the diff reads."""
+    marker = tmp_path / "filter-ran"
+    git(repo, "config", "filter.evil.clean", f"touch {marker}; cat")
+    included = tmp_path / "included.gitconfig"
+    included.write_text(f'[filter "a.b"]\n\tclean = "touch {marker}; cat"\n\trequired = true\n')
+    git(repo, "config", "include.path", str(included))
+    git(repo, "config", "filter.x=y.clean", f"touch {marker}; cat")  # "=" in its name
+    (repo / ".gitattributes").write_text("*.txt filter=evil\n*.md filter=a.b\n*.rst filter=x=y\n")
+    (repo / "tracked.txt").write_text("changed\n")
+    (repo / "notes.md").write_text("new\n")
+    (repo / "spaced.rst").write_text("new\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "+changed" in diff.text and "+++ b/notes.md" in diff.text
+    assert not marker.exists()
+
+
 def test_inherited_git_variables_do_not_redirect_the_diff(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +230,20 @@ def test_every_git_call_goes_through_the_runner(repo: Path, tmp_path: Path) -> N
     for argv in argvs:
         assert argv.startswith("--no-optional-locks -c core.hooksPath=/dev/null"), argv
         assert "-c core.fsmonitor=false" in argv
+
+
+def test_a_git_too_old_to_empty_the_filters_is_refused(repo: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old" / "git"
+    old.parent.mkdir()
+    real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    old.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = version ] && echo "git version 2.30.9" && exit 0;'
+        f' done\nexec {real} "$@"\n'
+    )
+    old.chmod(0o755)
+    with pytest.raises(BatonError) as caught:
+        workspace_diff(str(repo), [str(repo)], git=Git(str(old)))
+    assert caught.value.code == "internal_error" and "2.31" in caught.value.message
 
 
 def test_a_droid_worktree_record_is_diffed_only_when_git_confirms_it(

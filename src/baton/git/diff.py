@@ -12,7 +12,11 @@ so new files are shown as well, without touching the user's index:
 Each git call goes through :class:`baton.git.runner.Git` (the one runner: neutralised
 environment and config, ``GIT_OPTIONAL_LOCKS=0`` and ``--no-optional-locks``, no hooks, no
 fsmonitor, bounded time and output); the diff itself also runs with ``--no-ext-diff
---no-textconv``, so user configuration cannot make it run other programs. The patch is read up
+--no-textconv``, and every filter driver the repository's own configuration defines (``local``
+or ``worktree`` scope, includes counted) is emptied for these calls: git would otherwise run its
+``clean`` command on each changed file it reads. So a repository (which an agent may write)
+cannot make the diff run a program; drivers of the user's own configuration (git-lfs) still
+apply. The patch is read up
 to the size cap, then git is stopped. Binary files appear as git's one-line ``Binary files ...
 differ`` summary and are listed in ``files``.
 """
@@ -20,6 +24,7 @@ differ`` summary and are listed in ``files``.
 from __future__ import annotations
 
 import codecs
+import functools
 import os
 import shutil
 import tempfile
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from baton.errors import BatonError
-from baton.git.errors import GitCommandFailed, GitTimedOut
+from baton.git.errors import GitCommandFailed, GitTimedOut, WorktreeError
 from baton.git.runner import DEFAULT_MAX_STDOUT, Git, GitResult
 from baton.paths import is_within
 from baton.text import shown
@@ -42,6 +47,8 @@ MAX_NEW_FILES = 2000
 MAX_FILES_LISTED = 500
 #: Seconds for the whole diff, all git calls together.
 DIFF_TIMEOUT_S = 30.0
+#: ``GIT_CONFIG_COUNT`` (how the filter drivers are emptied) appeared in git 2.31.
+CONFIG_ENV_GIT = (2, 31)
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # `git hash-object -t tree /dev/null`
 
 DiffState = Literal["ok", "not_git"]
@@ -113,7 +120,7 @@ def workspace_diff(
         ``workspace_not_approved`` if it is missing, not a directory, or its realpath is outside
         every root (each root is resolved with ``realpath`` too); ``internal_error`` if git fails
         or its preparatory calls use up the 30 s limit (the patch itself is cut at the limit),
-        or cannot be found.
+        cannot be found or is older than 2.31.
     """
     if not isinstance(cwd, str) or not os.path.isabs(cwd) or "\x00" in cwd:
         raise BatonError("invalid_argument", "cwd must be an absolute path")
@@ -131,9 +138,17 @@ def workspace_diff(
         )
     deadline = time.monotonic() + DIFF_TIMEOUT_S
     try:
-        return _Diff(git or Git(), deadline).run(real, max_bytes)
-    except (_GitFailed, FileNotFoundError) as exc:
+        runner = git or _default_git()
+        runner.require(CONFIG_ENV_GIT, "the working-tree diff (GIT_CONFIG_COUNT)")
+        return _Diff(runner, deadline).run(real, max_bytes)
+    except (_GitFailed, FileNotFoundError, WorktreeError) as exc:
         raise BatonError("internal_error", f"git diff failed in {shown(real)!r}: {exc}") from None
+
+
+@functools.cache
+def _default_git() -> Git:
+    """``git`` on ``PATH``, looked up once (with its version); not found is not remembered."""
+    return Git()
 
 
 class _Diff:
@@ -142,6 +157,9 @@ class _Diff:
     def __init__(self, git: Git, deadline: float) -> None:
         self.git = git
         self.deadline = deadline
+        self.env: dict[str, str] = {}
+        """Configuration of every call, as ``GIT_CONFIG_*`` variables (the emptied filter
+        drivers; variables keep a key apart from its value, whatever a driver is named)."""
 
     def call(
         self,
@@ -160,6 +178,7 @@ class _Diff:
         try:
             return self.git.run(
                 *args,
+                env=self.env,
                 cwd=repo,
                 index_file=index_file,
                 input=stdin,
@@ -183,6 +202,10 @@ class _Diff:
         if probe.exit_status != 0 or len(lines) != 2:
             return WorkspaceDiff("not_git", cwd, None, "", False, (), 0)
         repo, git_dir = lines
+        drivers = self.call(
+            repo, "config", "-z", "--show-scope", "--get-regexp", r"^filter\.", ok=(0, 1)
+        )
+        self.env = _emptied_filters(os.fsdecode(drivers.stdout))
         verify = self.call(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", ok=(0, 1))
         has_head = verify.stdout != b""
         base = "HEAD" if has_head else _EMPTY_TREE
@@ -228,6 +251,30 @@ class _Diff:
             files=tuple(_numstat(numstat.stdout, new_set))[:MAX_FILES_LISTED],
             untracked_omitted=len(new_files) - len(added),
         )
+
+
+def _emptied_filters(listing: str) -> dict[str, str]:
+    r"""Configuration (``GIT_CONFIG_COUNT``/``_KEY_<n>``/``_VALUE_<n>``) that empties every
+    filter driver ``git config -z --show-scope --get-regexp ^filter\.`` lists from the
+    repository's own scopes (``local``, ``worktree``): empty ``clean``/``smudge``/``process``
+    commands are no filter, and ``required=false`` keeps a required driver from failing the
+    diff. A driver's name may hold dots, spaces or ``=`` (``filter.a b.clean``)."""
+    fields = listing.split("\0")
+    names: set[str] = set()
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key = entry.split("\n", 1)[0]
+        if scope in ("local", "worktree") and key.startswith("filter.") and key.count(".") >= 2:
+            names.add(key[len("filter.") :].rsplit(".", 1)[0])
+    settings = [
+        (f"filter.{name}.{var}", value)
+        for name in sorted(names)
+        for var, value in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+    ]
+    env = {"GIT_CONFIG_COUNT": str(len(settings))} if settings else {}
+    for number, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{number}"] = key
+        env[f"GIT_CONFIG_VALUE_{number}"] = value
+    return env
 
 
 def _numstat(output: bytes, new_files: set[str]) -> list[DiffFile]:
