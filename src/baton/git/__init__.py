@@ -12,7 +12,7 @@ Operations (``../shared/reference/worktree-safety.md``, ``../shared/design/WAVE2
   (:class:`CloseResult`);
 - :class:`Finalizations`: the request/approval state machine that runs integrate and close
   with a persisted step journal, over a :class:`FinalizationStore` (Baton's is
-  :class:`baton.store.finalizations.SqliteGitStore`).
+  :class:`baton.store.finalizations.FinalizationTables`).
 
 Everything is synchronous and blocking (git subprocesses); call it from a worker thread.
 """
