@@ -158,7 +158,7 @@ class EngineProvider:
             recorded_events=recorded,
             # A few stat calls; git itself decides when the diff is asked for.
             has_diff=nearest_repo(row["workspace"]) is not None,
-            has_pane=False,
+            has_pane=live_views.terminal(self.engine, session_key) is not None,
         )
 
     # -- the live event stream -------------------------------------------------------------------
@@ -253,7 +253,7 @@ class EngineProvider:
     def pending_prompts(self, session_key: str | None = None) -> list[PromptView]:
         return live_views.prompt_views(self.engine, session_key)
 
-    def answer_prompt(
+    async def answer_prompt(
         self,
         session_key: str,
         request_id: str,
@@ -263,7 +263,7 @@ class EngineProvider:
         answers: Sequence[Mapping[str, Any]] | None = None,
         cancel: bool = False,
     ) -> None:
-        live_views.answer(
+        await live_views.answer(
             self.engine,
             session_key,
             request_id,
@@ -288,7 +288,10 @@ class EngineProvider:
     # -- what the daemon adds (W2-E): empty on a host without it ---------------------------------
 
     async def pane_snapshot(self, session_key: str) -> str | None:
-        return None
+        """The visible screen of the session's pane, redacted (its terminal's snapshot); None
+        when it has none or its agent ended."""
+        terminal = live_views.terminal(self.engine, session_key)
+        return await terminal.snapshot() if terminal is not None else None
 
     def agent_context(self, limit: int) -> Sequence[ContextEntry]:
         return ()
