@@ -12,6 +12,8 @@ The rules are ``W3A-PLAN.md`` §1.1 (and the README's "How it is built"):
 - the harness folders (``droid``, ``tmux``, ``acp``) never import each other, and of the rest of
   ``harnesses`` only ``harnesses.jsonl``;
 - a package ``__init__`` imports only its own submodules;
+- one store, one git runner: ``sqlite3`` is imported only under ``store``, and within ``git``
+  ``subprocess`` only by ``git.runner`` (:data:`OWNED_IMPORTS`);
 - no circles: every strongly connected component of the module graph has one module;
 - no file under ``src/`` is over :data:`MAX_LINES` lines.
 
@@ -68,6 +70,18 @@ LEAVES = frozenset(
 SERVICES = ("baton.engine.controller", "baton.engine.droid_mcp", "baton.engine.spawnea")
 DROID_CONTRACTS = ("baton.engine.controller", "baton.engine.droid_mcp", "baton.compose")
 HARNESS_FOLDERS = ("baton.harnesses.droid", "baton.harnesses.tmux", "baton.harnesses.acp")
+#: Standard-library modules only named places may import: ``name -> (allowed prefixes, within,
+#: why)``; the rule applies to modules under ``within`` (``baton``: everywhere). Droid's session
+#: index file is a cache of Droid's own files, deleted and rebuilt at will, so it is not Baton's
+#: state and stays out of the store (its module docstring says why).
+OWNED_IMPORTS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "sqlite3": (
+        ("baton.store", "baton.harnesses.droid.local.index_file"),
+        "baton",
+        "the store is the only module that opens SQLite (and Droid's session-index cache)",
+    ),
+    "subprocess": (("baton.git.runner",), "baton.git", "git runs only through git.runner.Git"),
+}
 SURFACES_NEVER = (
     "baton.store", "baton.supervisor", "baton.harnesses", "baton.git", "baton.panes", "baton.hosts",
 )  # fmt: skip
@@ -145,6 +159,28 @@ def imports(module: Module, modules: dict[str, Module]) -> list[Edge]:
             if found is not None and found != module.name:
                 edges.append(Edge(module.name, found, node.lineno))
     return edges
+
+
+def owned_imports(module: Module) -> list[tuple[str, int]]:
+    """``(stdlib module, line)`` for each :data:`OWNED_IMPORTS` entry ``module`` may not import."""
+    tree = ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        for name in names:
+            top = name.split(".")[0]
+            rule = OWNED_IMPORTS.get(top)
+            if (
+                rule
+                and under(module.name, rule[1])
+                and not any(under(module.name, allowed) for allowed in rule[0])
+            ):
+                found.append((top, node.lineno))
+    return found
 
 
 def rank(module: str) -> int | None:
@@ -270,6 +306,11 @@ def check(root: Path) -> list[Violation]:
                 Violation(f"unplaced {name}", where(name), "not in check_layout.LAYERS")
             )
         seen: set[tuple[str, str]] = set()
+        for stdlib, line in owned_imports(module):
+            key = f"owned {name} -> {stdlib}"
+            if ("owned", key) not in seen:
+                seen.add(("owned", key))
+                violations.append(Violation(key, where(name, line), OWNED_IMPORTS[stdlib][2]))
         for edge in imports(module, modules):
             all_edges.append(edge)
             ours, theirs = rank(edge.source), rank(edge.target)

@@ -17,7 +17,6 @@ import logging
 import os
 import secrets
 import signal
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from baton.config import Config, config_problems, load_config
 from baton.engine.engine import Engine
 from baton.errors import ConfigError, StateError, errors_within
 from baton.runtime import runtime_dir
-from baton.store import OwnerLock, Store
+from baton.store import DatabaseError, OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
 from baton.surfaces import SURFACES
 
@@ -290,7 +289,7 @@ def serve(config: Config, *, surface: str = "controller") -> int:
                 "settled %d run(s) left live by the previous owner as unknown", len(settled)
             )
         anyio.run(_serve_async, engine, config, release, surface)
-    except (ConfigError, StateError, sqlite3.Error, BaseExceptionGroup) as exc:
+    except (ConfigError, StateError, DatabaseError, BaseExceptionGroup) as exc:
         if (refusal := store.refusal()) is not None:  # the whole-file check failed
             print(f"baton: {refusal}", file=sys.stderr)
             return EXIT_STATE

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from baton.git import Finalizations, Git, SqliteGitStore, create_worktree
+from baton.git import Finalizations, Git, create_worktree
 from baton.store import Store
+from baton.store.finalizations import FinalizationTables
 from tests.daemon.helpers import DaemonProcess, Site, mode
 from tests.git.repos import Repo, make_project
 
@@ -49,7 +50,7 @@ def seed(site: Site, project: Repo, worktrees: Path) -> tuple[str, str, str, lis
     store = Store(site.state)
     store.open()
     try:
-        records = SqliteGitStore(store.db)
+        records = FinalizationTables(store, loop=None)
         made = {
             name: create_worktree(
                 git,

@@ -27,8 +27,9 @@ from baton.daemon.runtime_file import (
     write_descriptor,
 )
 from baton.errors import StateError
-from baton.git import FinalizationRequest, SqliteGitStore
+from baton.git import FinalizationRequest
 from baton.store import SCHEMA_VERSION, Store
+from baton.store.finalizations import FinalizationTables
 from baton.store.schema import MIGRATIONS
 from tests.daemon.helpers import Site
 from tests.fakes.history import damage_page_far_from_header, seed_history
@@ -133,7 +134,7 @@ def test_schema_v6_adds_the_git_tables_after_a_backup(tmp_path: Path) -> None:
         tables = {
             r[0] for r in store.db.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
-        git = SqliteGitStore(store.db)
+        git = FinalizationTables(store, loop=None)
         request = FinalizationRequest(
             "r-1", "c-1", "s-1", "root", "close", "stash", "ui-confirmation", "pending", now_iso()
         )

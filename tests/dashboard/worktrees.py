@@ -8,12 +8,13 @@ provider is given the :class:`~baton.git.Finalizations` object, as the daemon's 
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.git import FinalizationRequest, Finalizations, Git, SqliteGitStore, create_worktree
+from baton.git import FinalizationRequest, Finalizations, Git, create_worktree
+from baton.store import Store
+from tests.git.tables import open_tables
 
 BRANCH = "baton/feature"
 
@@ -39,7 +40,7 @@ class Approvals:
     project: Path
     worktree: Path
     finalizations: Finalizations
-    connection: sqlite3.Connection
+    store: Store
 
     def request_integration(self, session_key: str, client_request_id: str) -> FinalizationRequest:
         request, replayed = self.finalizations.request(
@@ -52,7 +53,7 @@ class Approvals:
         return request
 
     def close(self) -> None:
-        self.connection.close()
+        self.store.close()
 
 
 def make_approvals(root: Path) -> Approvals:
@@ -61,9 +62,9 @@ def make_approvals(root: Path) -> Approvals:
     project.mkdir(parents=True)
     git(project, "init", "-q", "-b", "main")
     commit(project, "a.txt", "a\n", "first")
-    connection = sqlite3.connect(root / "git.db", isolation_level=None, check_same_thread=False)
-    finalizations = Finalizations(SqliteGitStore(connection), Git(timeout_s=60))
-    return Approvals(project, root / "worktrees" / "feature", finalizations, connection)
+    store, tables = open_tables(root / "git-state")
+    finalizations = Finalizations(tables, Git(timeout_s=60))
+    return Approvals(project, root / "worktrees" / "feature", finalizations, store)
 
 
 def add_feature_worktree(approvals: Approvals, session_key: str) -> None:

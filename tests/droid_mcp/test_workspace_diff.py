@@ -10,6 +10,7 @@ import pytest
 
 from baton.errors import BatonError
 from baton.git.diff import workspace_diff
+from baton.git.runner import Git
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -137,11 +138,14 @@ def test_sibling_prefix_is_not_inside(repo: Path, tmp_path: Path) -> None:
         workspace_diff(str(repo), [str(tmp_path / "rep")])
 
 
-@pytest.mark.parametrize("cwd", ["relative/path", "/no/such/dir"])
-def test_bad_or_missing_cwd_is_refused(repo: Path, cwd: str) -> None:
+@pytest.mark.parametrize(
+    ("cwd", "code"),
+    [("relative/path", "invalid_argument"), ("/no/such/dir", "workspace_not_approved")],
+)
+def test_bad_or_missing_cwd_is_refused(repo: Path, cwd: str, code: str) -> None:
     with pytest.raises(BatonError) as caught:
         workspace_diff(cwd, ["/"])
-    assert caught.value.code in ("invalid_argument", "workspace_not_approved")
+    assert caught.value.code == code
 
 
 def test_user_diff_drivers_are_not_run(repo: Path, tmp_path: Path) -> None:
@@ -153,6 +157,93 @@ def test_user_diff_drivers_are_not_run(repo: Path, tmp_path: Path) -> None:
     diff = workspace_diff(str(repo), [str(repo)])
     assert "+changed" in diff.text
     assert not marker.exists()
+
+
+def test_a_user_fsmonitor_is_not_run(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "fsmonitor-ran"
+    git(repo, "config", "core.fsmonitor", f"touch {marker}; true")
+    (repo / "tracked.txt").write_text("changed\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "+changed" in diff.text
+    assert not marker.exists()
+
+
+def test_a_repository_hook_is_not_run(repo: Path, tmp_path: Path) -> None:
+    """An agent can write ``.git/hooks`` in its workspace; writing the temporary index (the
+    intent-to-add of a new file) must not run its ``post-index-change`` hook in Baton."""
+    marker = tmp_path / "hook-ran"
+    hook = repo / ".git" / "hooks" / "post-index-change"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    (repo / "brand-new.txt").write_text("n\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "+++ b/brand-new.txt" in diff.text
+    assert not marker.exists()
+
+
+def test_a_repository_filter_driver_is_not_run(repo: Path, tmp_path: Path) -> None:
+    """A ``clean`` filter the repository's config defines (directly or through an include, a
+    name with dots, ``required``) would run on every changed file the diff reads."""
+    marker = tmp_path / "filter-ran"
+    git(repo, "config", "filter.evil.clean", f"touch {marker}; cat")
+    included = tmp_path / "included.gitconfig"
+    included.write_text(f'[filter "a.b"]\n\tclean = "touch {marker}; cat"\n\trequired = true\n')
+    git(repo, "config", "include.path", str(included))
+    git(repo, "config", "filter.x=y.clean", f"touch {marker}; cat")  # "=" in its name
+    (repo / ".gitattributes").write_text("*.txt filter=evil\n*.md filter=a.b\n*.rst filter=x=y\n")
+    (repo / "tracked.txt").write_text("changed\n")
+    (repo / "notes.md").write_text("new\n")
+    (repo / "spaced.rst").write_text("new\n")
+    diff = workspace_diff(str(repo), [str(repo)])
+    assert "+changed" in diff.text and "+++ b/notes.md" in diff.text
+    assert not marker.exists()
+
+
+def test_inherited_git_variables_do_not_redirect_the_diff(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(elsewhere, "init", "-q")
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "their-index"))
+    (repo / "tracked.txt").write_text("changed\n")
+    diff = workspace_diff(str(repo), [str(tmp_path)])
+    assert diff.repo == str(repo) and "+changed" in diff.text
+    assert not (tmp_path / "their-index").exists()
+
+
+def test_every_git_call_goes_through_the_runner(repo: Path, tmp_path: Path) -> None:
+    """The diff has no git runner of its own: each call carries the runner's neutralising
+    options (no optional locks, no hooks), whatever the call."""
+    calls = tmp_path / "calls"
+    recording = tmp_path / "bin" / "git"
+    recording.parent.mkdir()
+    real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    recording.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
+    recording.chmod(0o755)
+    (repo / "new.txt").write_text("n\n")
+    diff = workspace_diff(str(repo), [str(repo)], git=Git(str(recording)))
+    assert "+++ b/new.txt" in diff.text
+    argvs = calls.read_text().splitlines()
+    assert len(argvs) >= 5  # probe, HEAD check, ls-files, add -N, numstat, patch
+    for argv in argvs:
+        assert argv.startswith("--no-optional-locks -c core.hooksPath=/dev/null"), argv
+        assert "-c core.fsmonitor=false" in argv
+
+
+def test_a_git_too_old_to_empty_the_filters_is_refused(repo: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old" / "git"
+    old.parent.mkdir()
+    real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    old.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = version ] && echo "git version 2.30.9" && exit 0;'
+        f' done\nexec {real} "$@"\n'
+    )
+    old.chmod(0o755)
+    with pytest.raises(BatonError) as caught:
+        workspace_diff(str(repo), [str(repo)], git=Git(str(old)))
+    assert caught.value.code == "internal_error" and "2.31" in caught.value.message
 
 
 def test_a_droid_worktree_record_is_diffed_only_when_git_confirms_it(

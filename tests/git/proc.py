@@ -5,8 +5,9 @@ Usage: ``python tests/git/proc.py '<json>'`` with ``{"op": ...}``:
 - ``integrate``: ``record`` (WorktreeRecord fields), ``approved`` (preflight JSON),
   ``lockTimeout`` (s), ``stopSleep`` (s the stop hook sleeps); prints ``{"ok": result}`` or
   ``{"error": error}``;
-- ``execute``: ``db`` (SQLite path), ``request`` (id), ``crash`` (``[step, phase]`` at which the
-  process SIGKILLs itself, through the journal's step hook); prints the final request view;
+- ``execute``: ``state`` (Baton's state directory), ``request`` (id), ``crash`` (``[step,
+  phase]`` at which the process SIGKILLs itself, through the journal's step hook); prints the
+  final request view;
 - ``hold-lock``: ``common`` (common dir); takes the integration lock, prints ``held``, sleeps.
 
 The environment (HOME, git config) is inherited from the test.
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -32,12 +32,12 @@ from baton.git import (
     IntegrateOptions,
     IntegrationLock,
     PreflightReport,
-    SqliteGitStore,
     WorktreeError,
     WorktreeRecord,
     integrate,
 )
 from baton.git.journal import Phase
+from tests.git.tables import open_tables
 
 
 def _integrate(args: dict[str, Any]) -> dict[str, Any]:
@@ -59,11 +59,8 @@ def _execute(args: dict[str, Any]) -> dict[str, Any]:
         if (step, phase) == crash:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    db = sqlite3.connect(args["db"], isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    store = SqliteGitStore(db)
-    return Finalizations(store, Git(), hook=hook).execute(args["request"]).to_json()
+    _, tables = open_tables(Path(args["state"]))
+    return Finalizations(tables, Git(), hook=hook).execute(args["request"]).to_json()
 
 
 def main() -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import traceback
@@ -22,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from baton.git import STASH_PIN_PREFIX, Finalizations, Git, SqliteGitStore, create_worktree
+from baton.git import STASH_PIN_PREFIX, Finalizations, Git, create_worktree
 from baton.git.close import CLOSE_STEPS
 from baton.git.journal import Phase
 from tests.git.repos import Repo, file_hashes, reflog_size, tree_hashes
+from tests.git.tables import open_tables
 
 PROC = Path(__file__).with_name("proc.py")
 INTEGRATE_STEPS = (
@@ -52,7 +52,7 @@ CASES = [
 ]
 
 
-def crash_in_fork(db_path: Path, request_id: str, step: str, phase: str) -> int:
+def crash_in_fork(state: Path, request_id: str, step: str, phase: str) -> int:
     """Run the request in a forked process that SIGKILLs itself at (step, phase); return the
     signal that ended it (0 if it exited)."""
     pid = os.fork()
@@ -64,8 +64,8 @@ def crash_in_fork(db_path: Path, request_id: str, step: str, phase: str) -> int:
                 if (at, when) == (step, phase):
                     os.kill(os.getpid(), signal.SIGKILL)
 
-            db = sqlite3.connect(db_path, isolation_level=None)
-            Finalizations(SqliteGitStore(db), Git(), hook=hook).execute(request_id)
+            _, tables = open_tables(state)
+            Finalizations(tables, Git(), hook=hook).execute(request_id)
         except BaseException:
             traceback.print_exc()
             code = 1
@@ -75,9 +75,9 @@ def crash_in_fork(db_path: Path, request_id: str, step: str, phase: str) -> int:
     return os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
 
 
-def crash_in_new_interpreter(db_path: Path, request_id: str, step: str, phase: str) -> int:
+def crash_in_new_interpreter(state: Path, request_id: str, step: str, phase: str) -> int:
     """The same in a freshly started interpreter (``proc.py``)."""
-    args = {"op": "execute", "db": str(db_path), "request": request_id, "crash": [step, phase]}
+    args = {"op": "execute", "state": str(state), "request": request_id, "crash": [step, phase]}
     done = subprocess.run(
         [sys.executable, str(PROC), json.dumps(args)], capture_output=True, text=True, timeout=60
     )
@@ -85,16 +85,15 @@ def crash_in_new_interpreter(db_path: Path, request_id: str, step: str, phase: s
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "state.db"
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
 
 
 @pytest.fixture
-def fin(db_path: Path, git: Git) -> Iterator[Finalizations]:
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    yield Finalizations(SqliteGitStore(db), git)
-    db.close()
+def fin(state: Path, git: Git) -> Iterator[Finalizations]:
+    store, tables = open_tables(state)
+    yield Finalizations(tables, git)
+    store.close()
 
 
 @pytest.mark.parametrize(("flow", "step", "phase"), CASES)
@@ -102,7 +101,7 @@ def test_crash_then_resume_completes_without_loss(
     git: Git,
     project: Repo,
     fin: Finalizations,
-    db_path: Path,
+    state: Path,
     tmp_path: Path,
     flow: str,
     step: str,
@@ -135,7 +134,7 @@ def test_crash_then_resume_completes_without_loss(
     fin.approve(request.request_id)
 
     crash = crash_in_new_interpreter if (flow, step, phase) == NEW_INTERPRETER else crash_in_fork
-    assert crash(db_path, request.request_id, step, phase) == signal.SIGKILL
+    assert crash(state, request.request_id, step, phase) == signal.SIGKILL
     assert fin.get(request.request_id).status == "executing"
 
     done = fin.execute(request.request_id, resume=True)

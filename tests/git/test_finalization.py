@@ -4,7 +4,6 @@ approval before any change, modes, replay, claims, failure and retry (case 32)."
 from __future__ import annotations
 
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,25 +15,26 @@ from baton.git import (
     Hooks,
     InvalidRequest,
     InvalidTransition,
-    SqliteGitStore,
     UnknownRecord,
     WorktreeRecord,
     create_worktree,
     request_view,
 )
+from baton.store.finalizations import FinalizationTables
 from tests.git.repos import Repo, run_git, snapshot
+from tests.git.tables import open_tables
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteGitStore]:
-    db = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
-    yield SqliteGitStore(db)
-    db.close()
+def store(tmp_path: Path) -> Iterator[FinalizationTables]:
+    state, tables = open_tables(tmp_path / "state")
+    yield tables
+    state.close()
 
 
 @pytest.fixture
 def managed(
-    git: Git, project: Repo, store: SqliteGitStore, tmp_path: Path
+    git: Git, project: Repo, store: FinalizationTables, tmp_path: Path
 ) -> tuple[WorktreeRecord, Repo]:
     record = create_worktree(
         git, project.path, session_key="s1", path=tmp_path / "wt" / "s1",
@@ -44,7 +44,7 @@ def managed(
 
 
 @pytest.fixture
-def fin(store: SqliteGitStore, git: Git) -> Finalizations:
+def fin(store: FinalizationTables, git: Git) -> Finalizations:
     return Finalizations(store, git)
 
 
@@ -57,7 +57,10 @@ def ask(fin: Finalizations, action: str, crid: str = "req-1", **extra: str) -> s
 
 
 def test_integrate_changes_nothing_until_approved(
-    fin: Finalizations, store: SqliteGitStore, project: Repo, managed: tuple[WorktreeRecord, Repo]
+    fin: Finalizations,
+    store: FinalizationTables,
+    project: Repo,
+    managed: tuple[WorktreeRecord, Repo],
 ) -> None:
     record, wt = managed
     wt.write("c.txt", "child\n")
@@ -110,7 +113,7 @@ def test_rejected_request_never_runs(
 
 
 def test_llm_validation_cannot_authorise_integrate(
-    fin: Finalizations, store: SqliteGitStore, managed: object
+    fin: Finalizations, store: FinalizationTables, managed: object
 ) -> None:
     with pytest.raises(InvalidRequest):
         ask(fin, "integrate", confirmation="llm-validated")
@@ -162,7 +165,7 @@ def test_discard_always_waits_for_the_operator(
     ],
 )
 def test_malformed_requests_are_refused_and_store_nothing(
-    fin: Finalizations, store: SqliteGitStore, managed: object, extra: dict[str, str]
+    fin: Finalizations, store: FinalizationTables, managed: object, extra: dict[str, str]
 ) -> None:
     with pytest.raises(InvalidRequest):
         fin.request(client_request_id="r", session_key="s1", root_session_key="root", **extra)
@@ -188,7 +191,7 @@ def test_exact_retry_replays_and_a_different_request_conflicts(
 
 
 def test_an_executed_request_cannot_be_claimed_again(
-    fin: Finalizations, store: SqliteGitStore, managed: object
+    fin: Finalizations, store: FinalizationTables, managed: object
 ) -> None:
     rid = ask(fin, "close", dirty_changes="stash", confirmation="llm-validated")
     claimed = fin.get(rid)
@@ -317,7 +320,10 @@ def test_a_pending_discard_shows_what_it_would_destroy(
 
 
 def test_integration_refused_after_approval_fails_truthfully(
-    fin: Finalizations, store: SqliteGitStore, project: Repo, managed: tuple[WorktreeRecord, Repo]
+    fin: Finalizations,
+    store: FinalizationTables,
+    project: Repo,
+    managed: tuple[WorktreeRecord, Repo],
 ) -> None:
     _, wt = managed
     wt.write("c.txt", "child\n")

@@ -88,3 +88,66 @@ def test_failure_carries_gits_own_message(git: Git, project: Repo) -> None:
 def test_missing_git_is_reported(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         Git(str(tmp_path / "no-git-here"))
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` is dead or a zombie (bounded wait: the kill is asynchronous)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_cut_call_stops_git_at_the_bound_and_keeps_the_head(
+    project: Repo, tmp_path: Path
+) -> None:
+    """``cut=True``: past ``max_stdout`` git and its helpers are stopped (not read to the end
+    and discarded), the head is returned and flagged, and the kill is not an error."""
+    pidfile = tmp_path / "writer.pid"
+    endless = fake_git(
+        tmp_path / "endless-git",
+        'if [ "${@: -1}" = endless ]; then\n'
+        f"  (while :; do echo 0123456789; done) & echo $! > {pidfile}; wait; exit 0\nfi",
+    )
+    git = Git(str(endless), timeout_s=30)
+    head = git.run("log", "endless", cwd=project.path, max_stdout=1000, cut=True)
+    assert head.stdout_truncated and len(head.stdout) == 1000
+    assert head.stdout.startswith(b"0123456789\n")
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_a_cut_call_returns_what_it_read_at_the_time_bound(project: Repo, tmp_path: Path) -> None:
+    slow = fake_git(
+        tmp_path / "slow-git",
+        'if [ "${@: -1}" = slowly ]; then echo first; sleep 30; echo never; exit 0; fi',
+    )
+    git = Git(str(slow))
+    head = git.run("log", "slowly", cwd=project.path, cut=True, timeout_s=1.0)
+    assert (head.stdout, head.stdout_truncated) == (b"first\n", True)
+    with pytest.raises(GitTimedOut):  # without cut the same call is a timeout
+        git.run("log", "slowly", cwd=project.path, timeout_s=1.0)
+
+
+def test_a_cut_call_that_finishes_is_checked_as_any_other(git: Git, project: Repo) -> None:
+    whole = git.run("log", "--format=%H", cwd=project.path, cut=True)
+    assert not whole.stdout_truncated
+    assert whole.stdout == git.run("log", "--format=%H", cwd=project.path).stdout
+    with pytest.raises(GitCommandFailed):
+        git.run("rev-parse", "--verify", "no-such-ref", cwd=project.path, cut=True)
+
+
+def test_index_file_points_one_call_at_another_index(git: Git, project: Repo) -> None:
+    """``index_file`` replaces the repository's index for that call only; an inherited
+    ``GIT_INDEX_FILE`` never does (it is removed from every call)."""
+    (project.path / "new.txt").write_text("n\n")
+    other = project.path.parent / "other-index"
+    git.run("read-tree", "HEAD", cwd=project.path, index_file=str(other))
+    git.run("add", "new.txt", cwd=project.path, index_file=str(other))
+    listed = git.run("ls-files", cwd=project.path, index_file=str(other)).out.split("\n")
+    assert "new.txt" in listed
+    assert "new.txt" not in git.out("ls-files", cwd=project.path).split("\n")

@@ -65,7 +65,8 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
             # A re-exporting __init__ is not a circle: ``from pkg import name`` names the module.
             "baton/store/__init__.py": "from baton.store.runs import Runs\n",
             "baton/store/runs.py": "from baton.store import rows\n",
-            "baton/store/rows.py": "",
+            "baton/store/rows.py": "import sqlite3\n",  # the store owns SQLite
+            "baton/git/runner.py": "import subprocess\n",  # and the runner git
             "baton/engine/kernel.py": (
                 "from baton.harnesses import registry\nfrom . import admission\n"
             ),
@@ -113,10 +114,15 @@ def test_a_clean_tree_passes(tmp_path: Path) -> None:
           "baton/engine/b.py": "from .a import x\n"},
          "cycle baton.engine.a baton.engine.b"),
         ({"baton/engine/big.py": "x = 1\n" * 401}, "size src/baton/engine/big.py"),
+        ({"baton/engine/k.py": "def f():\n    import sqlite3\n"},
+         "owned baton.engine.k -> sqlite3"),
+        ({"baton/git/diff.py": "from subprocess import run\n", "baton/git/runner.py": ""},
+         "owned baton.git.diff -> subprocess"),
         ({"baton/newthing.py": ""}, "unplaced baton.newthing"),
     ],
     ids=["upward", "deferred-upward", "registry", "spawnea-registry", "services", "surface-store",
-         "surface-surface", "harness-folders", "init", "type-only-cycle", "size", "unplaced"],
+         "surface-surface", "harness-folders", "init", "type-only-cycle", "size", "owned-sqlite",
+         "owned-git-runner", "unplaced"],
 )  # fmt: skip
 def test_each_rule_catches_its_violation(files: dict[str, str], key: str, tmp_path: Path) -> None:
     root = tree(tmp_path, {**PACKAGES, **files})

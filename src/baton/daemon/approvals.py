@@ -6,21 +6,18 @@ channel is the daemon's admin API (``baton approvals``, the dashboard; ``WAVE2.m
 calls :class:`Approvals`. An approved request is executed at once, in a worker thread (git is
 blocking), and the outcome is reported to whoever approved it.
 
-The git library's tables live in the store's database (schema v6) and its SQLite store uses the
-store's own connection. That connection is used by the event loop without a lock, so the git
-store must never run on another thread: :class:`LoopBoundGitStore` runs each of its calls on the
-loop thread (a call from the execution thread waits for the loop to run it), so a git-store
-transaction can never interleave with one of the engine's.
+The git library's tables live in the store's database (schema v6):
+:class:`~baton.store.finalizations.FinalizationTables`, bound to the daemon's loop, so a call
+from the execution thread waits for the loop to run it and a git-store transaction never
+interleaves with one of the engine's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from baton.git import (
     FinalizationOptions,
@@ -29,86 +26,19 @@ from baton.git import (
     Git,
     Hooks,
     InvalidTransition,
-    JournalEntry,
     RequestStatus,
-    SqliteGitStore,
     WorktreeError,
-    WorktreeRecord,
     request_view,
 )
 from baton.git.preview import shows_discard
 from baton.store import Store
+from baton.store.finalizations import FinalizationTables
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-#: Longest wait of the execution thread for one store call on the loop (seconds).
-_STORE_CALL_TIMEOUT_S = 60.0
 
 
 class GitUnavailable(WorktreeError):
     """git is not installed where the daemon looks for it; finalizations cannot run."""
-
-
-class LoopBoundGitStore:
-    """A :class:`baton.git.FinalizationStore` whose every call runs on one event loop's thread.
-
-    Build it on the loop thread. Calls made on that thread run directly; calls from any other
-    thread are handed to the loop and waited for.
-    """
-
-    def __init__(self, inner: SqliteGitStore, loop: asyncio.AbstractEventLoop) -> None:
-        self._inner = inner
-        self._loop = loop
-        self._thread = threading.get_ident()
-
-    def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        if threading.get_ident() == self._thread:
-            return fn(*args)
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                done.set_result(fn(*args))
-            except BaseException as exc:
-                done.set_exception(exc)
-
-        self._loop.call_soon_threadsafe(run)
-        return done.result(timeout=_STORE_CALL_TIMEOUT_S)
-
-    def save_worktree(self, record: WorktreeRecord) -> None:
-        self._call(self._inner.save_worktree, record)
-
-    def load_worktree(self, session_key: str) -> WorktreeRecord | None:
-        return self._call(self._inner.load_worktree, session_key)
-
-    def insert_request(self, request: FinalizationRequest) -> None:
-        self._call(self._inner.insert_request, request)
-
-    def load_request(self, request_id: str) -> FinalizationRequest | None:
-        return self._call(self._inner.load_request, request_id)
-
-    def find_request(
-        self, root_session_key: str, client_request_id: str
-    ) -> FinalizationRequest | None:
-        return self._call(self._inner.find_request, root_session_key, client_request_id)
-
-    def requests_for_session(
-        self, session_key: str, statuses: Sequence[RequestStatus] | None = None
-    ) -> list[FinalizationRequest]:
-        return self._call(self._inner.requests_for_session, session_key, statuses)
-
-    def list_requests(
-        self, statuses: Sequence[RequestStatus] | None = None
-    ) -> list[FinalizationRequest]:
-        return self._call(self._inner.list_requests, statuses)
-
-    def update_request(self, request: FinalizationRequest, expected_status: RequestStatus) -> bool:
-        return self._call(self._inner.update_request, request, expected_status)
-
-    def save_journal(self, request_id: str, entries: Sequence[JournalEntry]) -> None:
-        self._call(self._inner.save_journal, request_id, entries)
 
 
 class Approvals:
@@ -122,7 +52,7 @@ class Approvals:
 
     def __init__(self, store: Store, *, git_executable: str | None = None) -> None:
         loop = asyncio.get_running_loop()
-        self.store = LoopBoundGitStore(SqliteGitStore(store.db), loop)
+        self.store = FinalizationTables(store, loop=loop)
         self.hooks_for: Callable[[FinalizationRequest], Hooks] = lambda _request: Hooks()
         self.executor: Callable[[str], Awaitable[FinalizationRequest]] | None = None
         """Runs an approved request in place of the default (a thread with ``hooks_for``): the

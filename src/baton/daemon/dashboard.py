@@ -33,8 +33,9 @@ from anyio.abc import TaskStatus
 
 from baton.daemon.spawnea_plugin import CONNECTIONS, Connections
 from baton.dashboard import DashboardServer, EngineProvider, LiveLog
+from baton.dashboard.approvals import refusal
 from baton.dashboard.provider import ContextEntry, FinalizationView, SessionDetail, UiState
-from baton.errors import BatonError, ConfigError, ErrorCode
+from baton.errors import ConfigError
 from baton.git import WorktreeError
 
 if TYPE_CHECKING:
@@ -44,12 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: The git library's contract codes as Baton's error codes (as :mod:`baton.dashboard.approvals`).
-_CODES: Final[dict[str, ErrorCode]] = {
-    "not_found": "not_found",
-    "conflict": "conflict",
-    "invalid_request": "invalid_argument",
-}
 #: Hosted statuses after which no more events come (``baton.engine.spawnea.hosted``).
 _ENDED: Final = frozenset({"exited", "closed"})
 #: Longest wait for the dashboard to close its connections when the daemon stops (seconds).
@@ -160,7 +155,7 @@ class DaemonProvider(EngineProvider):
         try:
             body = await self.services.approvals.approve(request_id)
         except WorktreeError as exc:
-            raise _refusal(exc) from None
+            raise refusal(exc) from None
         return self._view(body)
 
     async def reject_finalization(self, request_id: str, reason: str | None) -> FinalizationView:
@@ -169,16 +164,12 @@ class DaemonProvider(EngineProvider):
         try:
             body = self.services.approvals.reject(request_id, reason)
         except WorktreeError as exc:
-            raise _refusal(exc) from None
+            raise refusal(exc) from None
         return self._view(body)
 
     def _view(self, body: Mapping[str, Any]) -> FinalizationView:
         row = self.store.session(str(body.get("sessionId", "")))
         return FinalizationView.from_json(body, row["name"] if row is not None else None)
-
-
-def _refusal(exc: WorktreeError) -> BatonError:
-    return BatonError(_CODES.get(exc.code, "operation_failed"), exc.message)
 
 
 def _detail(call: Mapping[str, Any]) -> str:

@@ -31,7 +31,6 @@ import os
 import secrets
 import signal
 import socket
-import sqlite3
 import stat
 import sys
 from collections.abc import Mapping
@@ -68,7 +67,7 @@ from baton.daemon.seam import PLUGINS, DaemonServices, GatewaySurface, SurfacePl
 from baton.engine.clock import utc_now
 from baton.engine.engine import Engine
 from baton.errors import ConfigError, StateError, errors_within
-from baton.store import OwnerLock, Store
+from baton.store import DatabaseError, OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
 
 log = logging.getLogger(__name__)
@@ -378,7 +377,7 @@ def run_daemon(config: Config, *, exit_state: int, exit_config: int) -> int:
         if (refusal := daemon.store.refusal()) is not None:  # the whole-file check failed
             print(f"baton: {refusal}", file=sys.stderr)
             return exit_state
-    except (ConfigError, StateError, sqlite3.Error, BaseExceptionGroup) as exc:
+    except (ConfigError, StateError, DatabaseError, BaseExceptionGroup) as exc:
         if (refusal := daemon.store.refusal()) is not None:  # and a write it denied ended us
             print(f"baton: {refusal}", file=sys.stderr)
             return exit_state

@@ -8,8 +8,9 @@ the daemon serves it on ``127.0.0.1`` (:func:`~baton.dashboard.serve.serve_dashb
 from __future__ import annotations
 
 from baton.dashboard.app import Dashboard, build_dashboard_app
-from baton.dashboard.engine_provider import EngineProvider, LiveLog
+from baton.dashboard.engine_provider import EngineProvider
 from baton.dashboard.handshake import dashboard_login_url, login_url
+from baton.dashboard.live_views import LiveLog
 from baton.dashboard.provider import DashboardProvider
 from baton.dashboard.serve import DashboardServer, loopback_allowlists, serve_dashboard
 

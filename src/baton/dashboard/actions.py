@@ -72,25 +72,26 @@ async def answer_prompt(request: Request) -> Response:
             raise BatonError(
                 "unknown_request", "this prompt is no longer pending (answered, expired or ended)"
             )
-        said = _answer(provider, prompt, form)
+        said = await _answer(provider, prompt, form)
     except BatonError as exc:
         return _refused(request, form, exc)
     return _outcome(request, form, True, said, 200)
 
 
-def _answer(provider: DashboardProvider, prompt: PromptView, form: FormData) -> str:
+async def _answer(provider: DashboardProvider, prompt: PromptView, form: FormData) -> str:
     """Validate the form against the prompt, send the answer; what to tell the operator."""
     key, request_id = prompt.session_key, prompt.request_id
     comment = str(form.get("comment") or "").strip()[:COMMENT_MAX] or None
     if form.get("action") == "cancel":
-        provider.answer_prompt(key, request_id, cancel=True)
+        await provider.answer_prompt(key, request_id, cancel=True)
         return "Declined. The agent is told the question was cancelled."
     if prompt.kind == "permission":
         decision = str(form.get("decision") or "")
-        provider.answer_prompt(key, request_id, decision=decision, comment=comment)
-        return f"Sent “{decision_label(decision)}”. The agent continues when it reads it."
+        await provider.answer_prompt(key, request_id, decision=decision, comment=comment)
+        label = prompt.labels.get(decision) or decision_label(decision)
+        return f"Sent “{label}”. The agent continues when it reads it."
     answers = _question_answers(prompt.questions, form)
-    provider.answer_prompt(key, request_id, answers=answers)
+    await provider.answer_prompt(key, request_id, answers=answers)
     return "Answers sent. The agent continues when it reads them."
 
 

@@ -24,6 +24,13 @@ _CODES: dict[str, ErrorCode] = {
 }
 
 
+def refusal(exc: WorktreeError) -> BatonError:
+    """A git-library error as Baton's error: its contract code mapped (``invalid_request`` →
+    ``invalid_argument``; anything but ``not_found``/``conflict`` → ``operation_failed``), its
+    message kept."""
+    return BatonError(_CODES.get(exc.code, "operation_failed"), exc.message)
+
+
 class Approvals:
     """Pending requests, approve and reject; empty (and refusing) without a library."""
 
@@ -75,4 +82,4 @@ async def _in_thread(call: Callable[[], FinalizationRequest]) -> FinalizationReq
     try:
         return await asyncio.to_thread(call)
     except WorktreeError as exc:
-        raise BatonError(_CODES.get(exc.code, "operation_failed"), exc.message) from None
+        raise refusal(exc) from None

@@ -1,9 +1,9 @@
 """The in-process :class:`~baton.dashboard.provider.DashboardProvider` over Baton's engine.
 
 Sessions and turns come from the store (paged, one batched lookup per page); live state, event
-logs and pending prompts from :attr:`Engine.live <baton.engine.engine.Engine.live>`; answers go
-through :meth:`PendingPrompts.answer <baton.engine.prompts.PendingPrompts.answer>`, the same
-validation ``droid_respond`` uses; diffs through :func:`baton.git.diff.workspace_diff`.
+logs, pending prompts and their answers from the engine's live sessions
+(:mod:`baton.dashboard.live_views`, the same validation ``droid_respond`` uses); diffs through
+:func:`baton.git.diff.workspace_diff`.
 
 Finalization approvals come from W2-D's :class:`baton.git.Finalizations` when one is given;
 approving runs the request at once (``approve`` then ``execute``, in a worker thread: the library
@@ -27,13 +27,13 @@ import asyncio
 import hashlib
 import itertools
 import json
-import os
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from baton.dashboard import live_views
 from baton.dashboard.approvals import Approvals
+from baton.dashboard.live_views import LiveLog
 from baton.dashboard.provider import (
     ContextEntry,
     Cursor,
@@ -51,12 +51,9 @@ from baton.dashboard.provider import (
 )
 from baton.engine.engine import Engine
 from baton.engine.eventlog import EventLog
-from baton.engine.live_session import LiveSession
-from baton.engine.recorder import RunRecorder
-from baton.errors import BatonError
 from baton.git import Finalizations
 from baton.git.diff import workspace_diff
-from baton.paths import managed_worktrees
+from baton.paths import managed_worktrees, nearest_repo
 from baton.store import Row
 from baton.store.run_reads import head_states, turn_rows
 
@@ -66,22 +63,6 @@ TICK_S = 0.25
 TURNS_SHOWN = 25
 #: Characters of a final answer shown on a session page.
 FINAL_TEXT_LIMIT = 65_536
-
-
-@dataclass(frozen=True, slots=True)
-class LiveLog:
-    """A live session as the pages show and stream it.
-
-    ``log`` is its event log (one per live session: a new live session of the same Baton session
-    has a new log, hence a new stream); ``state`` the word the list shows (``waiting``,
-    ``running``, ``idle`` for an engine session; a hosted tmux session's own status such as
-    ``working`` or ``needs_input``); ``ended``: no more events will come in this log (the
-    session is no longer live; its last events may still be read).
-    """
-
-    log: EventLog
-    state: str
-    ended: bool = False
 
 
 class EngineProvider:
@@ -116,7 +97,7 @@ class EngineProvider:
         return SessionPage(summaries, total, offset, limit)
 
     def _waiting_keys(self) -> set[str]:
-        keys = {key for key, live in self.engine.live.items() if live.prompts.listed()}
+        keys = live_views.waiting_keys(self.engine)
         keys.update(f.session_key for f in self.pending_finalizations())
         return keys
 
@@ -153,18 +134,17 @@ class EngineProvider:
         head_id = row["head_run_id"]
         head = self.store.run(head_id) if head_id else None
         ui = self.ui_state()
+        lives = self.live_logs()
         summary = self._summary(
             row,
             head["state"] if head else None,
             self._waiting_keys(),
             ui.active_session_key if ui else None,
-            self.live_logs(),
+            lives,
         )
-        live = self.engine.live.get(session_key)
-        recorder = live.recorder(head_id) if live is not None and head_id else None
         text = (head or {}).get("result_text")
         recorded: list[EventView] = []
-        if live is None and head is not None:
+        if session_key not in lives and head is not None:
             recorded = _recorded_events(head.get("events_json"))
         return SessionDetail(
             summary=summary,
@@ -174,10 +154,11 @@ class EngineProvider:
             turns=turns,
             final_text=text[:FINAL_TEXT_LIMIT] if text is not None else None,
             final_text_truncated=text is not None and len(text) > FINAL_TEXT_LIMIT,
-            text_tail=_live_tail(recorder),
+            text_tail=live_views.text_tail(self.engine, session_key, head_id),
             recorded_events=recorded,
-            has_diff=_in_git_tree(row["workspace"]),
-            has_pane=False,
+            # A few stat calls; git itself decides when the diff is asked for.
+            has_diff=nearest_repo(row["workspace"]) is not None,
+            has_pane=live_views.terminal(self.engine, session_key) is not None,
         )
 
     # -- the live event stream -------------------------------------------------------------------
@@ -190,10 +171,7 @@ class EngineProvider:
         the list's state, the live event stream, the activity marks and the waits all read it.
         Called once per read or wait (cheap: in-memory, one entry per live session).
         """
-        return {
-            key: LiveLog(live.log, _engine_state(live), live.log.closed)
-            for key, live in self.engine.live.items()
-        }
+        return live_views.live_logs(self.engine)
 
     def _stream(self, log: EventLog) -> str:
         stream = self._streams.get(log)
@@ -239,8 +217,7 @@ class EngineProvider:
         for key, live in self.live_logs().items():
             log = live.log
             marks.append(f"{key}:{self._stream(log)}:{log.last_seq}:{live.ended}:{live.state}")
-        for key, session in self.engine.live.items():
-            marks.append(f"prompts:{key}:{len(session.prompts.listed())}")
+        marks += live_views.prompt_marks(self.engine)
         return marks
 
     def _activity_token(self) -> str:
@@ -274,29 +251,9 @@ class EngineProvider:
     # -- prompts ---------------------------------------------------------------------------------
 
     def pending_prompts(self, session_key: str | None = None) -> list[PromptView]:
-        if session_key is None:
-            sessions = list(self.engine.live.values())
-        else:
-            one = self.engine.live.get(session_key)
-            sessions = [one] if one is not None else []
-        views = []
-        for live in sessions:
-            for prompt in live.prompts.listed():
-                views.append(
-                    PromptView(
-                        session_key=live.session_key,
-                        request_id=prompt.request_id,
-                        turn_id=prompt.turn_id,
-                        kind=prompt.kind,
-                        created_at=prompt.created_at,
-                        allowed=list(prompt.allowed),
-                        tool_uses=_mappings(prompt.payload.get("toolUses")),
-                        questions=_mappings(prompt.payload.get("questions")),
-                    )
-                )
-        return sorted(views, key=lambda v: v.created_at)
+        return live_views.prompt_views(self.engine, session_key)
 
-    def answer_prompt(
+    async def answer_prompt(
         self,
         session_key: str,
         request_id: str,
@@ -306,14 +263,14 @@ class EngineProvider:
         answers: Sequence[Mapping[str, Any]] | None = None,
         cancel: bool = False,
     ) -> None:
-        live = self.engine.live.get(session_key)
-        if live is None:
-            raise BatonError(
-                "unknown_request",
-                "that session is no longer live, so it has no pending prompt to answer",
-            )
-        live.prompts.answer(
-            request_id, decision=decision, comment=comment, answers=answers, cancel=cancel
+        await live_views.answer(
+            self.engine,
+            session_key,
+            request_id,
+            decision=decision,
+            comment=comment,
+            answers=answers,
+            cancel=cancel,
         )
 
     # -- finalization approvals: W2-D's library when the host keeps one ------------------------
@@ -331,7 +288,10 @@ class EngineProvider:
     # -- what the daemon adds (W2-E): empty on a host without it ---------------------------------
 
     async def pane_snapshot(self, session_key: str) -> str | None:
-        return None
+        """The visible screen of the session's pane, redacted (its terminal's snapshot); None
+        when it has none or its agent ended."""
+        terminal = live_views.terminal(self.engine, session_key)
+        return await terminal.snapshot() if terminal is not None else None
 
     def agent_context(self, limit: int) -> Sequence[ContextEntry]:
         return ()
@@ -354,13 +314,6 @@ class EngineProvider:
             return None
         files = [DiffFileView(f.path, f.added, f.deleted, f.binary, f.untracked) for f in got.files]
         return DiffView(got.text, got.truncated, files)
-
-
-def _engine_state(live: LiveSession) -> str:
-    """``waiting`` (a prompt waits for an answer), ``running`` (a turn runs) or ``idle``."""
-    if live.prompts.listed():
-        return "waiting"
-    return "running" if live.busy else "idle"
 
 
 def _turn(row: Row) -> TurnSummary:
@@ -399,26 +352,3 @@ def _recorded_events(events_json: str | None) -> list[EventView]:
             data = {k: v for k, v in event.items() if k not in ("at", "type")}
             views.append(EventView(number, str(event.get("at", "")), str(event.get("type")), data))
     return views
-
-
-def _live_tail(recorder: RunRecorder | None) -> str | None:
-    if recorder is None or recorder.terminal:
-        return None
-    return recorder.text_tail or None
-
-
-def _mappings(value: Any) -> list[Mapping[str, Any]]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
-def _in_git_tree(workspace: str) -> bool:
-    """True if ``workspace`` or a parent holds ``.git`` (a few ``stat`` calls; git itself decides
-    when the diff is asked for)."""
-    path = os.path.abspath(workspace)
-    while True:
-        if os.path.exists(os.path.join(path, ".git")):
-            return True
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent

@@ -14,7 +14,8 @@ Rules every provider keeps:
   (``unknown_request``, ``invalid_argument``, ``not_found``, ``conflict``, ``operation_failed``)
   and changes nothing; the page shows its message;
 - answers to prompts follow ``droid_respond`` exactly (``droid-mcp.md``; the validation lives in
-  :class:`baton.engine.prompts.PendingPrompts`): only offered decisions, one answer per question.
+  the session's prompt registry, :mod:`baton.engine.runtime.prompts`): only offered decisions,
+  one answer per question.
 """
 
 from __future__ import annotations
@@ -156,11 +157,12 @@ class EventBatch:
 
 @dataclass(frozen=True, slots=True)
 class PromptView:
-    """A pending permission request or question (:class:`baton.engine.prompts.PendingPrompt`).
+    """A pending permission request or question (a prompt a live session's registry holds).
 
     ``allowed`` are the decisions the operator may choose (already filtered by the autonomy cap;
-    ``cancel`` always among them). ``tool_uses`` (permission) and ``questions`` (question) are
-    the agent's payload, bounded.
+    a refusal always among them), ``labels`` their words where the agent gave them. ``title``
+    is the request's own (bounded, clean). ``tool_uses`` (permission) and ``questions``
+    (question) are the agent's payload, bounded.
     """
 
     session_key: str
@@ -171,6 +173,8 @@ class PromptView:
     allowed: Sequence[str] = ()
     tool_uses: Sequence[Mapping[str, Any]] = ()
     questions: Sequence[Mapping[str, Any]] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    title: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +348,7 @@ class DashboardProvider(Protocol):
         """Pending prompts of one session, or of every live session; oldest first."""
         ...
 
-    def answer_prompt(
+    async def answer_prompt(
         self,
         session_key: str,
         request_id: str,
@@ -354,8 +358,9 @@ class DashboardProvider(Protocol):
         answers: Sequence[Mapping[str, Any]] | None = None,
         cancel: bool = False,
     ) -> None:
-        """Answer a pending prompt with ``droid_respond``'s rules. Raises ``unknown_request`` or
-        ``invalid_argument``."""
+        """Answer a pending prompt with ``droid_respond``'s rules; returns once the answer
+        reached the agent's side. Raises ``unknown_request`` (also when the agent is gone, so
+        it can no longer be answered) or ``invalid_argument``."""
         ...
 
     def pending_finalizations(self) -> Sequence[FinalizationView]:

@@ -52,8 +52,27 @@ def clip(value: Any, limit: int = SUMMARY_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: Where a seen state comes from (``baton.session.events.StateSeen.basis``), in words.
+_BASIS: Final = {
+    "screen": "seen on the screen",
+    "agent_report": "reported by the agent",
+    "protocol": "from the protocol",
+}
+#: Who ended a pending prompt (``baton.session.prompts.ResolvedBy``), in words.
+_RESOLVED_BY: Final = {
+    "caller": "answered",
+    "rule": "answered by Baton's rule",
+    "expiry": "expired",
+    "interrupt": "withdrawn: the turn was interrupted",
+    "turn_end": "withdrawn: the turn ended",
+    "agent": "the agent moved on",
+}
+
+
 def event_summary(event: EventView) -> str:
-    """One line (or a few) saying what an event of the live log means."""
+    """One line (or a few) saying what an event of the live log means (the live table's
+    entries, ``baton.engine.runtime.core``; and the older names of sessions hosted outside it:
+    ``screen_state``, ``turn_delivered``, ``status``)."""
     data: Mapping[str, Any] = event.data
     kind = event.type
     if kind == "assistant_message":
@@ -64,21 +83,38 @@ def event_summary(event: EventView) -> str:
         prefix = "error: " if data.get("isError") else ""
         return clip(prefix + clip(data.get("content"), 600))
     if kind == "prompt":
+        if data.get("kind") == "dialog":  # answered through spawnea_send_prompt, not here
+            return clip(f"dialog on the agent's screen: {data.get('title') or 'waiting'}")
         what = "permission request" if data.get("kind") == "permission" else "question"
-        return f"{what} waiting for you"
+        title = data.get("title")
+        return f"{what} waiting for you" + (f": {clip(title, 300)}" if title else "")
     if kind == "prompt_resolved":
-        return f"answered ({data.get('by')})"
+        by = str(data.get("by"))
+        lost = " (not delivered: the agent is gone)" if data.get("delivered") is False else ""
+        return _RESOLVED_BY.get(by, f"answered ({by})") + lost
     if kind == "turn_ended":
         return clip(f"{data.get('state')}: {data.get('reason')} — {data.get('message', '')}")
     if kind in ("turn_completed", "unrelated_turn_completed"):
         return f"reason {data.get('reason')}"
     if kind == "session_opened":
-        # An engine session names its agent session; a hosted tmux session its tmux session.
-        return f"agent session {data.get('sessionId') or data.get('tmuxSession')}"
+        # The live table names the agent's session; older hosts their own keys.
+        agent = data.get("agent_session_id") or data.get("sessionId") or data.get("tmuxSession")
+        seen = f", found {data.get('observed')}" if data.get("adopted") else ""
+        return f"agent session {agent}{seen}"
     if kind in ("error", "open_failed"):
         return clip(data.get("message", ""))
+    if kind == "state_seen":
+        basis = _BASIS.get(str(data.get("basis")), str(data.get("basis")))
+        return f"{data.get('state')} ({basis})"
     if kind == "screen_state":
         return str(data.get("state"))
+    if kind in ("turn_submitted", "turn_delivered"):
+        return f"delivered ({data['by']})" if data.get("by") else "delivered"
+    if kind == "turn_started":
+        return clip(data.get("label") or "")
+    if kind in ("session_exited", "session_closed"):
+        reason = data.get("reason")
+        return clip(f"{reason}: {data['message']}" if data.get("message") else reason or "")
     if kind == "command_blocked":
         return clip(data.get("content", ""))
     shown = {k: v for k, v in data.items() if k != "turnId"}

@@ -59,6 +59,9 @@ _TURN_EVENTS: Final = frozenset(
     }
 )
 _PROMPT_EVENTS: Final = frozenset({"prompt", "prompt_resolved", "turn_ended"})
+#: Events after which the pane snapshot is read again (``screen_state``: hosts outside the live
+#: table).
+_SCREEN_EVENTS: Final = frozenset({"state_seen", "screen_state"})
 
 
 def _signature(parts: Sequence[str]) -> str:
@@ -171,7 +174,7 @@ async def _session_events(
         for event in batch.events:
             yield _log(deps, batch, "event", event)
             turns = turns or event.type in _TURN_EVENTS
-            if event.type == "screen_state":
+            if event.type in _SCREEN_EVENTS:
                 yield ServerSentEvent(data="", event="screen")
         state.cursor = batch.cursor
         if batch.closed:

@@ -11,8 +11,8 @@ Operations (``../shared/reference/worktree-safety.md``, ``../shared/design/WAVE2
 - :func:`close_worktree`: stash or (confirmed) discard, remove, delete a merged branch
   (:class:`CloseResult`);
 - :class:`Finalizations`: the request/approval state machine that runs integrate and close
-  with a persisted step journal, over a :class:`FinalizationStore` such as
-  :class:`SqliteGitStore`.
+  with a persisted step journal, over a :class:`FinalizationStore` (Baton's is
+  :class:`baton.store.finalizations.FinalizationTables`).
 
 Everything is synchronous and blocking (git subprocesses); call it from a worker thread.
 """
@@ -44,14 +44,12 @@ from baton.git.preview import discard_preview, request_view
 from baton.git.records import WorktreeRecord
 from baton.git.requests import FinalizationRequest, RequestStatus
 from baton.git.runner import Git, GitResult, GitVersion
-from baton.git.sqlite_store import GIT_DDL, SqliteGitStore
 from baton.git.stash import STASH_PIN_PREFIX, find_stash_by_nonce
 from baton.git.steps import Hooks
 from baton.git.store import FinalizationStore, WorktreeStore
 from baton.git.worktrees import create_worktree, reconcile_created
 
 __all__ = [
-    "GIT_DDL",
     "STASH_PIN_PREFIX",
     "BranchNotFound",
     "CloseOptions",
@@ -79,7 +77,6 @@ __all__ = [
     "PreflightReport",
     "Refused",
     "RequestStatus",
-    "SqliteGitStore",
     "StepHook",
     "UnknownRecord",
     "UnsupportedGitVersion",

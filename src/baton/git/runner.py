@@ -217,8 +217,10 @@ class Git:
         ok: Iterable[int] = (0,),
         input: bytes | None = None,
         env: Mapping[str, str] | None = None,
+        index_file: str | None = None,
         max_stdout: int = DEFAULT_MAX_STDOUT,
         complete: bool = True,
+        cut: bool = False,
         timeout_s: float | None = None,
     ) -> GitResult:
         """Run ``git <neutralising options> <args>`` in ``cwd`` and return its result.
@@ -235,11 +237,21 @@ class Git:
             Bytes written to stdin (default: stdin is ``/dev/null``).
         env:
             Extra environment (e.g. a committer identity).
+        index_file:
+            ``GIT_INDEX_FILE`` for this call: an index of the caller's instead of the
+            repository's (the working-tree diff works on a copy, so the user's index is never
+            written). The user's own ``GIT_INDEX_FILE`` is never passed on.
         max_stdout:
             Bytes of stdout kept; the rest is read and discarded.
         complete:
             If True, output past ``max_stdout`` raises :class:`GitOutputTooLarge` (for output
             that is parsed as a whole); if False it is truncated and flagged.
+        cut:
+            If True, reaching ``max_stdout`` or the time bound stops git at once (its process
+            group is killed) and the output read so far is returned with ``stdout_truncated``
+            set, its exit status unchecked: for output shown to a person (a diff), where the
+            head is worth having and the rest is not worth waiting for. ``complete`` is then
+            ignored.
 
         Raises
         ------
@@ -258,15 +270,19 @@ class Git:
         full_env = dict(self._env)
         if env:
             full_env.update(env)
+        if index_file is not None:
+            full_env["GIT_INDEX_FILE"] = index_file
         timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
             status, out, err, truncated, timed_out = _bounded_call(
-                [self.executable, *argv], Path(cwd), full_env, input, timeout, max_stdout
+                [self.executable, *argv], Path(cwd), full_env, input, timeout, max_stdout, cut
             )
         except OSError as exc:  # e.g. cwd vanished: report it like a git failure
             raise GitCommandFailed(
                 args, -1, str(exc), f"cannot run git {' '.join(args[:4])} in {cwd}: {exc}"
             ) from exc
+        if cut and (truncated or timed_out):
+            return GitResult(tuple(args), status, out, err, True)
         if timed_out:
             raise GitTimedOut(args, -9, err, f"git {' '.join(args[:4])} timed out after {timeout}s")
         result = GitResult(tuple(args), status, out, err, truncated)
@@ -311,12 +327,14 @@ def _bounded_call(
     stdin: bytes | None,
     timeout_s: float,
     max_stdout: int,
+    stop_when_full: bool = False,
 ) -> tuple[int, bytes, bytes, bool, bool]:
     """Run ``argv``; return ``(status, stdout, stderr, stdout_truncated, timed_out)``.
 
     Reads both pipes in this thread with a selector so neither can fill and stall git, keeps
-    at most ``max_stdout`` / :data:`MAX_STDERR` bytes, and on the deadline kills the process
-    group (git runs its helpers in its group: ``start_new_session`` makes ours separate).
+    at most ``max_stdout`` / :data:`MAX_STDERR` bytes, and on the deadline (or, with
+    ``stop_when_full``, once stdout passed ``max_stdout``) kills the process group (git runs
+    its helpers in its group: ``start_new_session`` makes ours separate).
     """
     proc = subprocess.Popen(
         argv,
@@ -332,6 +350,7 @@ def _bounded_call(
     out, err = bytearray(), bytearray()
     truncated = False
     timed_out = False
+    stop = False
     pending = memoryview(stdin) if stdin is not None else None
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ, "out")
@@ -339,7 +358,7 @@ def _bounded_call(
         if proc.stdin is not None:
             os.set_blocking(proc.stdin.fileno(), False)
             sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
-        while sel.get_map():
+        while sel.get_map() and not stop:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
@@ -364,10 +383,11 @@ def _bounded_call(
                     room = max_stdout - len(out)
                     if len(chunk) > room:
                         truncated = True
+                        stop = stop_when_full
                     out += chunk[: max(room, 0)]
                 else:
                     err += chunk[: max(MAX_STDERR - len(err), 0)]
-    if timed_out:
+    if timed_out or stop:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
     for stream in (proc.stdin, proc.stdout, proc.stderr):

@@ -2,7 +2,7 @@
 
 The library never opens a database itself. It calls these methods, each of which must be one
 durable transaction (the caller's journal relies on it: a step is recorded as done only after
-its side effect, and a retry trusts what was recorded). :mod:`baton.git.sqlite_store` is the
+its side effect, and a retry trusts what was recorded). :mod:`baton.store.finalizations` is the
 implementation over a ``sqlite3`` connection; the tables follow
 ``../shared/design/WAVE2.md`` §6.3.
 """

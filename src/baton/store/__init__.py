@@ -1,5 +1,6 @@
 """Durable state in SQLite inside a private state directory; nothing else writes there."""
 
+from baton.store.db import DatabaseError
 from baton.store.intents import IntentQueries, PendingIntent
 from baton.store.owner import OwnerLock
 from baton.store.rows import Row
@@ -17,6 +18,7 @@ class Store(RunQueries, SessionQueries, IntentQueries, WorkerQueries):
 __all__ = [
     "SCHEMA_VERSION",
     "AcceptedRun",
+    "DatabaseError",
     "NewSession",
     "OwnerLock",
     "PendingIntent",

@@ -30,6 +30,9 @@ from baton.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 from baton.store.statedir import fsync_directory
 
 DB_NAME = "state.db"
+#: What SQLite raises (a write the integrity gate denied, a disk error): callers above the
+#: store name it here, so ``sqlite3`` stays the store's own.
+DatabaseError = sqlite3.Error
 
 
 class StoreCore:

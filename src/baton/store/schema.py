@@ -6,8 +6,6 @@ backup of the database file (``state.db.v<N>.bak``) and inside one transaction.
 
 from __future__ import annotations
 
-from baton.git import GIT_DDL
-
 #: Version 1: runs, sessions and intents as first released.
 V1 = """
 CREATE TABLE runs (
@@ -173,11 +171,42 @@ CREATE INDEX intents_expiry ON intents(expires_at) WHERE expires_at IS NOT NULL;
 """
 
 #: Version 6: managed git worktrees and their finalization requests (``WAVE2.md`` §6.3), the
-#: tables of :mod:`baton.git`, taken over unchanged from :data:`baton.git.GIT_DDL` so the library
-#: and the store agree on them (its ``IF NOT EXISTS`` keeps a database where the library already
-#: created them valid). The daemon runs :class:`baton.git.SqliteGitStore` on the store's own
-#: connection.
-V6 = GIT_DDL
+#: tables the git library's store protocol needs, as that library first created them (``IF NOT
+#: EXISTS`` keeps a database where it already had valid); queried by
+#: :class:`baton.store.finalizations.FinalizationTables` on the store's own connection.
+V6 = """
+CREATE TABLE IF NOT EXISTS worktrees (
+    session_key TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    admin_dir TEXT NOT NULL,
+    common_dir TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    base_branch TEXT NOT NULL,
+    base_commit TEXT NOT NULL,
+    token TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    state TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS finalizations (
+    request_id TEXT PRIMARY KEY,
+    client_request_id TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    root_session_key TEXT NOT NULL,
+    action TEXT NOT NULL,
+    dirty_changes TEXT,
+    mode TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    resolved_at TEXT,
+    result_json TEXT,
+    error TEXT,
+    journal_json TEXT NOT NULL DEFAULT '[]'
+);
+CREATE UNIQUE INDEX IF NOT EXISTS finalizations_client
+    ON finalizations(root_session_key, client_request_id);
+CREATE INDEX IF NOT EXISTS finalizations_session ON finalizations(session_key, status);
+CREATE INDEX IF NOT EXISTS finalizations_status ON finalizations(status);
+"""
 
 #: Version 7: ``droid_list`` pages are found by key, not by skipping. Each run carries its
 #: 1-based position among its surface's runs in acceptance order (``surface_ordinal``, set by the

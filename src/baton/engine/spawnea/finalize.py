@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,6 @@ from baton.git import (
     Finalizations,
     Git,
     Hooks,
-    SqliteGitStore,
     WorktreeError,
     create_worktree,
     inspect_worktree,
@@ -54,6 +52,7 @@ from baton.git.close import close_worktree
 from baton.git.repo import worktree_list
 from baton.harnesses.tmux import check_attachment
 from baton.paths import managed_worktrees
+from baton.store.finalizations import FinalizationTables
 
 if TYPE_CHECKING:
     from baton.engine.spawnea.base import ServiceBase
@@ -66,11 +65,7 @@ class Finalizer:
     def __init__(self, service: ServiceBase) -> None:
         self.service = service
         self.git = Git()
-        db = sqlite3.connect(
-            service.engine.store.path, isolation_level=None, check_same_thread=False, timeout=30
-        )
-        db.execute("PRAGMA synchronous=FULL")
-        self.store = SqliteGitStore(db)
+        self.store = FinalizationTables.beside(service.engine.store)
         self.requests = Finalizations(self.store, self.git)
 
     # -- worktrees ---------------------------------------------------------------------------

@@ -8,22 +8,19 @@ finds the user record holding our prompt and the first done record after it. Eac
 where the files are (``candidates``) and what a record means (``digest`` → :class:`Rec`).
 
 Why the care with offsets: Droid rewrites its transcript's *first* line in place when the session's
-title changes, which moves every later byte. A tail keeps the few bytes before its offset; when
-they no longer match, it re-reads the file and skips the lines it had already passed (line numbers
-do not move).
+title changes, which moves every later byte; the shared tail (:mod:`baton.harnesses.jsonl`)
+counts offsets from line 1, which that rewrite does not move.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from baton.regular_files import open_regular
+from baton.harnesses.jsonl import Tail
 
 Json = dict[str, Any]
 RecKind = Literal["user", "text", "tool", "done"]
@@ -31,7 +28,6 @@ DoneKind = Literal["completed", "interrupted", "failed"]
 
 #: A user record older than the turn's start by more than this is someone else's prompt (s).
 _CLOCK_SLACK_S = 2.0
-_CHECK_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +81,17 @@ def block_texts(content: object, kinds: Iterable[str] = ("text",)) -> list[str]:
 
 
 class JsonlTail:
-    """New records of one JSONL file, digested, from a starting point on.
+    """New records of one JSONL file, digested, from a starting point on (over the shared
+    :class:`baton.harnesses.jsonl.Tail`: streamed, each line bounded, following Droid's rewrite
+    of line 0).
 
     Parameters
     ----------
     path
         The file (it may not exist yet).
     digest
-        Maps one parsed line to a :class:`Rec`, or None to skip it.
+        Maps one parsed line to a :class:`Rec`, or None to skip it. A line that is not a JSON
+        object, or longer than :data:`~baton.harnesses.jsonl.MAX_RECORD_BYTES`, is skipped.
     from_end
         Start at the file's current end (records already there are not ours), else at its start.
     """
@@ -101,78 +100,25 @@ class JsonlTail:
         self.path = path
         self.records: list[Rec] = []
         self._digest = digest
-        self._offset = 0
-        self._line = 0
-        self._start_line = 0
-        self._check = b""
-        self._signature: tuple[int, int] | None = None
-        if from_end:
-            try:
-                with open_regular(path) as handle:  # a FIFO is never waited on
-                    data = handle.read()
-            except OSError:
-                data = b""
-            end = data.rfind(b"\n") + 1
-            self._offset = end
-            self._line = self._start_line = data.count(b"\n", 0, end)
-            self._check = data[max(0, end - _CHECK_BYTES) : end]
+        self._tail = Tail(path, from_end=from_end)
 
     def poll(self) -> bool:
-        """Read what was appended since the last poll; True if :attr:`records` changed."""
-        try:
-            stat = os.stat(self.path)
-        except OSError:
+        """Read what was appended since the last poll; True if :attr:`records` changed. When
+        the file no longer holds what was read (replaced, or rewritten past line 0) the
+        records are rebuilt from the starting line on."""
+        got = self._tail.poll()
+        if got is None:
             return False
-        signature = (stat.st_size, stat.st_mtime_ns)
-        if signature == self._signature:
-            return False
-        self._signature = signature
-        try:
-            with open_regular(self.path) as handle:
-                if self._offset:
-                    handle.seek(self._offset - len(self._check))
-                    if handle.read(len(self._check)) != self._check:
-                        return self._resync(handle)
-                data = handle.read()
-        except OSError:
-            return False
-        return self._consume(data)
-
-    def _resync(self, handle: Any) -> bool:
-        handle.seek(0)
-        data: bytes = handle.read()
-        end = data.rfind(b"\n") + 1
-        lines = data[:end].split(b"\n")[:-1]
-        self.records = []
-        self._offset = 0
-        self._line = 0
-        skip = min(self._start_line, len(lines))
-        self._offset = sum(len(line) + 1 for line in lines[:skip])
-        self._line = skip
-        self._check = data[max(0, self._offset - _CHECK_BYTES) : self._offset]
-        self._consume(data[self._offset :])
-        return True
-
-    def _consume(self, data: bytes) -> bool:
-        end = data.rfind(b"\n") + 1
-        if end == 0:
-            return False
-        changed = False
-        for raw in data[:end].split(b"\n")[:-1]:
-            self._line += 1
-            try:
-                # Bytes that are not UTF-8 become U+FFFD: the record still counts.
-                value = json.loads(raw.decode("utf-8", "replace"))
-            except ValueError:
-                continue
+        changed = got.restarted
+        if got.restarted:
+            self.records = []
+        for line in got.lines:
+            value = line.value()
             if isinstance(value, dict):
                 rec = self._digest(value)
                 if rec is not None:
                     self.records.append(rec)
                     changed = True
-        consumed = data[:end]
-        self._check = (self._check + consumed)[-_CHECK_BYTES:]
-        self._offset += end
         return changed
 
 

@@ -1,4 +1,5 @@
-"""Droid transcript lines (JSON Lines, ``<sessionId>.jsonl``) framed and classified.
+"""Droid transcript lines (JSON Lines, ``<sessionId>.jsonl``) classified; framed by the shared
+tail (:mod:`baton.harnesses.jsonl`).
 
 Record shapes (Droid CLI 0.225.2, measured; ``shared/design/WAVE2.md`` §4.2):
 ``{type: "message", id, timestamp, message: {role, content[], visibility?}}`` with ``text``,
@@ -11,49 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Literal
+from typing import Literal
 
-#: Bytes kept of a record too long to parse (its type, id, role and timestamp come first).
-PREFIX_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class Line:
-    rel: int  # offset from the start of line 1
-    size: int  # bytes, newline included
-    raw: bytes | None  # None when longer than max_record_bytes
-    prefix: bytes
-
-
-def lines(handle: IO[bytes], rel: int, max_bytes: int) -> Iterator[Line]:
-    """Complete lines from the handle's position (``rel`` bytes after line 1's start).
-
-    An unterminated last line is being written: it is not yielded, so it is read again later.
-    """
-    while True:
-        line = handle.readline(max_bytes + 1)
-        if not line:
-            return
-        if line.endswith(b"\n"):
-            yield Line(rel, len(line), line, line[:PREFIX_BYTES])
-            rel += len(line)
-            continue
-        if len(line) <= max_bytes:
-            return
-        size = len(line)
-        prefix = line[:PREFIX_BYTES]
-        while True:
-            chunk = handle.readline(1 << 20)
-            if not chunk:
-                return
-            size += len(chunk)
-            if chunk.endswith(b"\n"):
-                break
-        yield Line(rel, size, None, prefix)
-        rel += size
-
+from baton.harnesses.jsonl import Line
 
 Kind = Literal["prompt", "assistant", "tool_result", "hidden", "outcome", "other", "broken"]
 
@@ -151,16 +113,3 @@ def _str(value: object) -> str | None:
 
 def _list(value: object) -> list[object]:
     return value if isinstance(value, list) else []
-
-
-def read_header(handle: IO[bytes]) -> int | None:
-    """Byte length of line 0 (newline included), leaving the handle at line 1; None if absent."""
-    handle.seek(0)
-    size = 0
-    while True:
-        chunk = handle.readline(1 << 16)
-        if not chunk:
-            return None
-        size += len(chunk)
-        if chunk.endswith(b"\n"):
-            return size

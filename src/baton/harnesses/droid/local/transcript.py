@@ -14,8 +14,10 @@ items 3 and 6):
   is the turnId.
 - While a tool waits for approval (or runs), the last record is the assistant ``tool_use``.
 
-The reader streams files line by line and never holds more than one record (at most
-``max_record_bytes``) plus the events it returns; longer records are skipped with a marker.
+The reader streams files line by line through the shared JSONL tail
+(:mod:`baton.harnesses.jsonl`, which counts offsets from line 1 for the reason above) and never
+holds more than one record (at most ``max_record_bytes``) plus the events it returns; longer
+records are skipped with a marker.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from typing import IO, Any, Literal
 
 from baton.errors import BatonError
 from baton.harnesses.droid.local.cursor import START, TranscriptCursor
-from baton.harnesses.droid.local.lines import Line, Record, lines, read_header, record
+from baton.harnesses.droid.local.lines import Record, record
+from baton.harnesses.jsonl import AFTER_HEADER, JsonlCursor, Line, lines, read_after, read_header
 from baton.paging import clip, utf16_len
 from baton.regular_files import open_regular
 
@@ -133,8 +136,7 @@ class TranscriptRead:
 @dataclass
 class _Summary:
     ident: tuple[int, int]
-    lines: int = 1
-    rel_end: int = 0
+    tail: JsonlCursor = AFTER_HEADER
     last_key: str | None = None
     last_rel: int = -1
     last_prompt: int = 0
@@ -146,9 +148,8 @@ class _Summary:
     visible: int = 0
 
     def feed(self, line: Line, rec: Record) -> None:
-        index = self.lines
-        self.lines += 1
-        self.rel_end = line.rel + line.size
+        index = line.index
+        self.tail = self.tail.after(line)
         self.last_key, self.last_rel = rec.key, line.rel
         self.pending = None
         if rec.kind == "prompt":
@@ -171,7 +172,7 @@ class _Summary:
             )
 
     def cursor(self) -> TranscriptCursor:
-        return TranscriptCursor(self.lines, self.last_rel, self.last_key)
+        return TranscriptCursor(self.tail.line, self.last_rel, self.last_key)
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,25 +226,17 @@ class TranscriptReader:
     def _sync(self, key: str, handle: IO[bytes]) -> _Summary:
         stat = os.fstat(handle.fileno())
         ident = (stat.st_dev, stat.st_ino)
-        header = read_header(handle)
         summary = self._summaries.pop(key, None)
-        if (
-            summary is None
-            or summary.ident != ident
-            or header is None
-            or (
-                summary.lines > 1
-                and not self._holds(handle, header, summary.last_rel, summary.last_key)
-            )
-        ):
+        if summary is None or summary.ident != ident:
             summary = _Summary(ident)
+        got = read_after(handle, summary.tail, max_record_bytes=self._max)
+        if got.moved:  # rewritten past line 0: summarise it again from the start
+            summary = _Summary(ident)
+            got = read_after(handle, summary.tail, max_record_bytes=self._max)
         self._summaries[key] = summary
         while len(self._summaries) > _SUMMARIES_KEPT:
             self._summaries.popitem(last=False)
-        if header is None:
-            return summary
-        handle.seek(header + summary.rel_end)
-        for line in lines(handle, summary.rel_end, self._max):
+        for line in got.lines:
             summary.feed(line, record(line))
         return summary
 
