@@ -1,62 +1,91 @@
-"""The harness conformance suite (``tests/harness_conformance.py``) run for the tmux harness: with
-the generic adapter over the fake TUI (always), and with each real agent TUI (``real_tui``)."""
+"""The runtime conformance suite (:mod:`tests.conformance.suite`) for the tmux harness, through
+the daemon host (``DaemonHost`` on this machine): with the generic adapter over the fake TUI
+(always, every check, its ``[y/n]`` question as the permission request), and with each real agent
+TUI (``real_tui``) for the checks whose outcome depends on the agent."""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
 
-from baton.harnesses.base import SessionSpec
-from baton.harnesses.tmux import TmuxHarness
+from baton.engine.runtime.daemon_host import DaemonHost
+from baton.hosts import LocalHost
+from baton.session import SessionSpec
+from tests.conformance.suite import CASES, RuntimeTarget
 from tests.fakes.agent_models import AgentModelServer
-from tests.harness_conformance import CASES, ConformanceTarget
-from tests.tmux.agents import REAL_AGENTS, Place, agent_spec, binary, generic_spec
+from tests.tmux.agents import (
+    REAL_AGENTS,
+    Place,
+    agent_spec,
+    binary,
+    generic_spec,
+    permission_step,
+    script,
+)
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
 
 
-def _generic(place: Place, tag: str) -> ConformanceTarget:
+def _host() -> DaemonHost:
+    return DaemonHost(LocalHost())
+
+
+def _generic(place: Place, tag: str) -> RuntimeTarget:
+    def spec(directory: Path) -> SessionSpec:
+        return generic_spec(place, tag, name=directory.name, enterDelayMs=150)
+
     def broken(directory: Path) -> SessionSpec:
-        spec = generic_spec(place, tag, name="broken")
-        return SessionSpec(
-            workspace=spec.workspace,
-            autonomy="high",
-            options={**spec.options, "command": [str(directory / "no-such-program")]},
-        )
+        good = spec(directory)
+        options = {**good.options, "command": [str(directory / "no-such-program")]}
+        return dataclasses.replace(good, options=options)
 
-    return ConformanceTarget(
+    return RuntimeTarget(
         name="tmux-generic",
-        harness=lambda: TmuxHarness("generic"),
-        spec=lambda directory: generic_spec(place, tag, name=directory.name, enterDelayMs=150),
+        host=_host,
+        spec=spec,
+        exact_turn_end=False,
+        permission_prompt=script({"ask": "Allow it?"}, {"text": "went on"}),
         broken_spec=broken,
     )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_generic_conformance(case: str, place: Place, tag: str, tmp_path: Path) -> None:
-    asyncio.run(CASES[case](_generic(place, tag), tmp_path / "case"))
+async def test_generic_conformance(case: str, place: Place, tag: str, tmp_path: Path) -> None:
+    await CASES[case](_generic(place, tag), tmp_path)
 
 
 #: The checks whose outcome depends on the agent (its done records, interrupt keys, exit command,
-#: processes); the others exercise the harness's own logic, which the generic target covers.
+#: processes, its dialog's own refusal); the others exercise the harness's own logic, which the
+#: generic target covers.
 AGENT_CASES = (
     "turn_succeeds_with_its_answer",
     "interrupt_ends_slow_turn",
     "close_during_turn_ends_it",
+    "an_answer_reaches_the_agent",
 )
 
 
 @pytest.mark.real_tui
 @pytest.mark.parametrize("agent", REAL_AGENTS)
 @pytest.mark.parametrize("case", AGENT_CASES)
-def test_real_agent_conformance(
+async def test_real_agent_conformance(
     case: str, agent: str, place: Place, tag: str, models: AgentModelServer, tmp_path: Path
 ) -> None:
     if binary(agent) is None:
         pytest.skip(f"{agent} is not installed (scripts/dev setup)")
-    target = ConformanceTarget(
+    asks = script(permission_step(agent, str(place.root / "approved.txt")), {"text": "ok"})
+    target = RuntimeTarget(
         name=f"tmux-{agent}",
-        harness=lambda: TmuxHarness(agent),  # type: ignore[arg-type]
+        host=_host,
         spec=lambda directory: agent_spec(agent, place, models, tag, name=directory.name),
+        exact_turn_end=True,
+        permission_prompt=asks,
+        turn_timeout_s=90.0,
     )
-    asyncio.run(CASES[case](target, tmp_path / "case"))
+    await CASES[case](target, tmp_path)
