@@ -5,7 +5,6 @@ See ``docs/tmux-harness.md`` for what each adapter needs and what ``completionBa
 
 from __future__ import annotations
 
-from baton.harnesses.keys import KEY_NAMES
 from baton.harnesses.tmux.harness import (
     AttachmentStatus,
     TmuxHarness,
@@ -16,7 +15,6 @@ from baton.harnesses.tmux.options import Attachment, TmuxOptions
 from baton.harnesses.tmux.session import PaneTurn, TmuxAgentSession
 
 __all__ = [
-    "KEY_NAMES",
     "Attachment",
     "AttachmentStatus",
     "PaneTurn",

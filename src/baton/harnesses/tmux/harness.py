@@ -29,7 +29,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from baton.harnesses.tmux.adapters import TuiAdapter, adapter_for
+from baton.harnesses.tmux.adapters import (
+    ClaudeAdapter,
+    CodexAdapter,
+    DroidAdapter,
+    GenericAdapter,
+    TuiAdapter,
+)
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
 from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions
@@ -51,6 +57,24 @@ from baton.session.errors import HarnessError, NotAdoptable
 from baton.session.events import AgentStarted, Observed
 from baton.session.protocol import Emit, HarnessCapabilities
 from baton.session.spec import JsonObject, SessionSpec
+
+
+def adapter_for(options: TmuxOptions, ready_line: str | None = None) -> TuiAdapter:
+    """The adapter named by ``options.adapter``, configured from ``options``."""
+    if options.adapter == "claude":
+        return ClaudeAdapter()
+    if options.adapter == "codex":
+        return CodexAdapter()
+    if options.adapter == "droid":
+        return DroidAdapter()
+    return GenericAdapter(
+        ready_pattern=options.readyPattern,
+        idle_pattern=options.idlePattern,
+        needs_input_pattern=options.needsInputPattern,
+        interrupt_keys=options.interruptKeys,
+        exit_command=options.exitCommand,
+        ready_line=ready_line,
+    )
 
 
 def capabilities_for(adapter: AdapterName | None) -> HarnessCapabilities:

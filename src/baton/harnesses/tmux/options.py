@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from baton.harnesses.keys import ExitCommand, KeyName
+from baton.config.keys import ExitCommand, KeyName
 
 AdapterName = Literal["droid", "claude", "codex", "generic"]
 
@@ -112,7 +112,7 @@ class TmuxOptions(BaseModel):
     needsInputPattern: Pattern | None = None
     """Generic: a regex that means the program asks something (reported ``needs_input``)."""
     interruptKeys: list[KeyName] | None = Field(default=None, min_length=1, max_length=8)
-    """Generic: tmux key names (:data:`baton.harnesses.keys.KEY_NAMES`) pressed, in order, to
+    """Generic: tmux key names (:data:`baton.config.keys.KEY_NAMES`) pressed, in order, to
     interrupt a turn (default ``["C-c"]``)."""
     exitCommand: ExitCommand | None = None
     """Generic: one line of text typed (then Enter) to make the program exit when the session

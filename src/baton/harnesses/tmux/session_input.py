@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from baton.harnesses.keys import unknown_keys
+from baton.config.keys import unknown_keys
 from baton.harnesses.tmux.adapters.base import Screen
 from baton.harnesses.tmux.adapters.dialogs import Answer
 from baton.harnesses.tmux.answering import TYPED_MAX
