@@ -278,8 +278,10 @@ class TmuxAgentSession:
         change (:mod:`baton.harnesses.tmux.answering`). A taken answer resolves the prompt (the
         caller's); a dialog that changed to another question is raised as a new prompt.
 
-        Returns ``delivered=False`` when the pane is gone, or when no dialog of that id is
-        drawn any more (nothing is sent then).
+        An answer to a dialog drawn a moment ago waits for the adapter's input grace first
+        (Claude Code drops keys sent within ~150 ms of the draw). Returns ``delivered=False``
+        when the pane is gone, or when no dialog of that id is drawn any more (nothing is sent
+        then).
 
         Raises
         ------
@@ -296,6 +298,11 @@ class TmuxAgentSession:
                 by="not_asking",
                 message="the agent no longer shows that dialog; nothing was sent",
             )
+        # A dialog that takes keys only a moment after it is drawn (the adapter's input grace)
+        # gets them then: sent earlier, they would be dropped (and the answer reported ignored).
+        wait = raised.at + self._ctx.adapter.input_grace_s - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         request = raised.request
         run.signals.answering = answer.by
         try:

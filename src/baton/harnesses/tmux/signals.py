@@ -12,18 +12,20 @@
   dialog still drawn (always before that turn's ``TurnEnded``).
 
 Two feeds reach it. The screen (:meth:`screen`, every observation the turn's watch loop makes):
-a TUI redraws a dialog or a spinner in steps, so a state counts once it held for
-:data:`STATE_HOLD_S`, and a caller does not see ``needs_input`` → ``idle`` → ``needs_input`` in
-0.3 s. The agent's own reports (W3-B): a reader of its hooks, notifications or session file
-calls :meth:`seen` with ``basis="agent_report"`` and the :class:`PromptRequest` the report
-carries (its question and options, from :func:`~baton.harnesses.tmux.adapters.dialogs
-.prompt_request`). Both go through :meth:`seen`, so every state and prompt has one shape and one
-rule; how a report and the screen are weighed when they disagree is for the reports' wiring to
-decide (today only the screen feeds it).
+a dialog counts the moment it is drawn, since a caller is waiting on it; a TUI redraws a dialog or
+a spinner in steps, so any other state counts once it held for :data:`STATE_HOLD_S`, and a caller
+does not see ``needs_input`` → ``idle`` → ``needs_input`` in 0.3 s. The agent's own reports
+(W3-B): a reader of its hooks, notifications or session file calls :meth:`seen` with
+``basis="agent_report"`` and the :class:`PromptRequest` the report carries (its question and
+options, made by :func:`~baton.harnesses.tmux.adapters.dialogs.prompt_request`). Both go
+through :meth:`seen`, so every state and prompt has one shape and one rule; how a report and the
+screen are weighed when they disagree is for the reports' wiring to decide (today only the
+screen feeds it).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,11 +42,12 @@ STATE_HOLD_S = 0.15
 
 @dataclass(frozen=True, slots=True)
 class Raised:
-    """The prompt a turn is asking now: its id (minted here, unique within the session) and
-    what was shown to the caller."""
+    """The prompt a turn is asking now: its id (minted here, unique within the session), what
+    was shown to the caller, and when it was raised (monotonic s)."""
 
     request_id: str
     request: PromptRequest
+    at: float
 
 
 class TurnSignals:
@@ -74,15 +77,16 @@ class TurnSignals:
     # -- the feeds -------------------------------------------------------------------------------
 
     def screen(self, observation: Observation, now: float) -> None:
-        """One observation of the screen at ``now`` (monotonic s): a new state counts once it
-        held for :data:`STATE_HOLD_S`."""
+        """One observation of the screen at ``now`` (monotonic s). A dialog counts as soon as it
+        is drawn (a caller waits on it); any other state once it held for
+        :data:`STATE_HOLD_S`, so a dialog redrawn in steps is not left and asked again."""
         state = observation.state
         if state is None or state == self.reported:
             self._candidate = None
             return
         if self._candidate is None or self._candidate[0] != state:
             self._candidate = (state, now)
-        if now - self._candidate[1] >= STATE_HOLD_S:
+        if state == "needs_input" or now - self._candidate[1] >= STATE_HOLD_S:
             self._candidate = None
             self.seen(state, "screen", screen=observation.screen)
 
@@ -121,7 +125,7 @@ class TurnSignals:
     def ask(self, request: PromptRequest) -> Raised:
         """Raise ``request`` (a prompt still raised is resolved first: the agent asks anew)."""
         self.resolve("agent")
-        raised = Raised(request_id=str(uuid.uuid4()), request=request)
+        raised = Raised(request_id=str(uuid.uuid4()), request=request, at=time.monotonic())
         self.raised = raised
         self._emit(
             PromptRaised(turn_id=self.turn_id, request_id=raised.request_id, request=request)

@@ -104,6 +104,8 @@ class TuiAdapter:
     versions: ClassVar[str] = ""
     interrupt_keys: tuple[str, ...] = ("Escape",)
     exit_command: str | None = None
+    #: How long after a dialog is first drawn it takes keys (s): keys sent earlier are dropped.
+    input_grace_s: ClassVar[float] = 0.0
 
     ready_marker: ClassVar[re.Pattern[str]]
     working_marker: ClassVar[re.Pattern[str]]
