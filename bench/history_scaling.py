@@ -11,9 +11,10 @@ MCP ``initialize`` handshake included), rotating over the sizes. Each restart ta
 state directory of the previous, stopped, server, as an operator's restart does.
 
 Explanatory probes, in the bench process on the same state before the server starts:
-``Store(dir).open()`` (integrity check, migrations check, WAL setup) and the two queries of
-``Engine.recover``, both part of every restart; and one ``update_run`` commit, the durable write
-the engine makes several times per run on its event loop.
+``Store(dir).open()`` (header and schema checks, WAL setup), the whole-file integrity check it
+starts in the background (until its verdict) and the two queries of ``Engine.recover``, all part
+of every restart; and one ``update_run`` commit, the durable write the engine makes several times
+per run on its event loop.
 """
 
 from __future__ import annotations
@@ -94,17 +95,26 @@ def restart_once(site: Site, run_id: str) -> int:
 def store_probes(site: Site, run_ids: list[str]) -> dict[str, list[int]]:
     """In-process timings (ns) of the store work behind a restart and behind every run.
 
-    ``open``: ``Store(state).open()`` (integrity check, migrations check, WAL setup).
+    ``open``: ``Store(state).open()`` (header and schema checks, WAL setup).
+    ``verdict``: from the same start until the whole-file check running in the background
+    (``PRAGMA quick_check``) has passed: what the first write after a restart may wait for.
     ``recoveryQueries``: ``live_runs()`` + ``unreaped_workers()``, what ``Engine.recover`` reads.
     ``commit``: one ``save_stderr`` (its own ``synchronous=FULL`` transaction), as the engine
     does several times per run on its event loop (a probe text, reset afterwards).
     """
-    samples: dict[str, list[int]] = {"open": [], "recoveryQueries": [], "commit": []}
+    samples: dict[str, list[int]] = {
+        "open": [],
+        "verdict": [],
+        "recoveryQueries": [],
+        "commit": [],
+    }
     for _ in range(STORE_OPEN_REPS):
         started = time.perf_counter_ns()
         store = Store(site.state)
         store.open()
         samples["open"].append(time.perf_counter_ns() - started)
+        store.integrity_verdict().result()
+        samples["verdict"].append(time.perf_counter_ns() - started)
         store.close()
     store = Store(site.state)
     store.open()
@@ -166,6 +176,7 @@ async def run(ctx: Context) -> Result:
             "acceptMs": summarize_ms(accepts[size]),
             "restartToServingMs": summarize_ms(restarts[size]),
             "storeOpenMs": summarize_ms(probes[size]["open"]),
+            "storeIntegrityVerdictMs": summarize_ms(probes[size]["verdict"]),
             "storeRecoveryQueriesMs": summarize_ms(probes[size]["recoveryQueries"]),
             "storeCommitMs": summarize_ms(probes[size]["commit"]),
             "stateDbBytes": (site.state / "state.db").stat().st_size,
@@ -199,6 +210,7 @@ async def run(ctx: Context) -> Result:
         ("acceptMs", "droid_start answered (accept)"),
         ("restartToServingMs", "restart → first tools/call answered"),
         ("storeOpenMs", "Store.open() alone (in-process)"),
+        ("storeIntegrityVerdictMs", "open → whole-file check passed (background)"),
         ("storeRecoveryQueriesMs", "recover()'s two queries (in-process)"),
         ("storeCommitMs", "one update_run commit, synchronous=FULL"),
     ):

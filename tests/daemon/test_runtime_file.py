@@ -31,6 +31,7 @@ from baton.git import FinalizationRequest, SqliteGitStore
 from baton.store import SCHEMA_VERSION, Store
 from baton.store.schema import MIGRATIONS
 from tests.daemon.helpers import Site
+from tests.fakes.history import damage_page_far_from_header, seed_history
 
 
 def now_iso(offset_s: float = 0.0) -> str:
@@ -140,7 +141,7 @@ def test_schema_v6_adds_the_git_tables_after_a_backup(tmp_path: Path) -> None:
         assert git.load_request("r-1") == request
     finally:
         store.close()
-    assert version == SCHEMA_VERSION == 6
+    assert version == SCHEMA_VERSION == 7
     assert {"worktrees", "finalizations", "runs", "sessions"} <= tables
     backup = tmp_path / "state.db.v5.bak"
     assert backup.exists() and backup.stat().st_mode & 0o777 == 0o600
@@ -171,3 +172,19 @@ def test_a_socket_something_listens_on_is_never_replaced(
         assert not (site.state / "state.db").exists()
     finally:
         squatter.close()
+
+
+def test_a_daemon_on_a_database_damaged_far_from_its_header_stops_with_the_refusal(
+    make_site: Callable[..., Site],
+) -> None:
+    # The header and schema pass at open; the whole-file check, run while the daemon serves,
+    # fails: the daemon stops with the start-up refusal's message and status, the file as it was.
+    site = make_site()
+    damage_page_far_from_header(seed_history(site.state, 3000))
+    before = (site.state / "state.db").read_bytes()
+    refused = site.baton("daemon", "--config", str(site.config))
+    problems = [line for line in refused.stderr.splitlines() if line.startswith("baton: ")]
+    assert refused.returncode == 3, refused.stderr
+    assert any("not a usable SQLite database" in p or "integrity check" in p for p in problems)
+    assert (site.state / "state.db").read_bytes() == before
+    assert site.descriptor() is None

@@ -25,6 +25,7 @@ import pytest
 from tests.e2e.baton_client import FAKE_DROID, REPO, server_env, write_config
 from tests.e2e.processes import kill_tagged, pid_alive, wait_until_gone
 from tests.e2e.raw_server import RawServer, run_server
+from tests.fakes.history import damage_page_far_from_header, seed_history
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -177,6 +178,32 @@ def test_garbage_database_is_refused_and_left_as_it_was(host: Host) -> None:
     assert not Path(f"{host.db}-wal").exists()
 
 
+def test_a_big_database_damaged_far_from_its_header_is_refused_before_any_run(
+    host: Host,
+) -> None:
+    # Open checks only the header and schema (constant time); the whole-file check runs while
+    # the server starts serving, and the first write waits for it. A start sent at once must
+    # come to nothing: no run, no agent, the file as it was, and the start-up refusal's exit.
+    damage_page_far_from_header(seed_history(host.db.parent, 3000))
+    before = host.db.read_bytes()
+    server = RawServer(host.config, host.env)
+    try:
+        server.initialize()  # may already find the server gone: either is a refusal
+        view = server.tool(
+            "droid_start",
+            {"requestKey": "k-1", "workspace": str(host.workspace), "prompt": "FAKE:text=ok"},
+        )
+        code = server.proc.wait(60)
+    finally:
+        stderr = server.stderr_text()
+        server.close()
+    assert view is None or view["error"]["code"] == "internal_error", view
+    assert code == 3, stderr
+    assert "failed its integrity check" in stderr or "not a usable SQLite database" in stderr
+    assert not host.log.exists()  # the fake Droid never started
+    assert host.db.read_bytes() == before
+
+
 # -- cancellation paths ---------------------------------------------------------------------
 
 
@@ -304,6 +331,34 @@ def test_worker_kill9_settles_the_run_and_kills_its_group(host: Host) -> None:
     assert view["state"] == "unknown"  # the prompt had reached the agent: never a success
     assert view["outcome"]["reason"] == "worker_exited"
     assert not alive
+
+
+def test_the_replacement_spare_worker_starts_after_the_turn_not_during_it(host: Host) -> None:
+    # A spare's imports take ~0.4 s of CPU; started while the agent works, they slow its turn.
+    server = host.server()
+
+    def workers() -> list[psutil.Process]:
+        return [
+            p
+            for p in psutil.Process(server.pid).children()
+            if "baton.supervisor.worker" in " ".join(p.cmdline())
+        ]
+
+    try:
+        run = host.start(server, "spare-1", "FAKE:events=150,100")  # 1.5 s of streaming
+        streaming = wait_view(server, run["runId"], lambda v: len(v["textTail"]) >= 20)
+        # The run's worker took the start-up spare; no other may exist yet.
+        during = [bool(p.children()) for p in workers()]
+        view = terminal(server, run["runId"])
+        deadline = time.monotonic() + 20
+        while not [p for p in workers() if not p.children()] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spares = [p for p in workers() if not p.children()]
+    finally:
+        server.close()
+    assert not streaming["terminal"] and view["state"] == "succeeded"
+    assert during == [True]  # one worker, running the agent
+    assert spares  # and once the turn is over, a spare is ready for the next run
 
 
 def test_run_timeout_ends_timed_out(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from baton.engine.idempotency import Intents
 from baton.engine.intents import fingerprint
 from baton.engine.policy import Expiring, Permanent, ProcessEpoch
 from baton.engine.prompts import PendingPrompts, allowed_decisions
-from baton.engine.recorder import RunRecorder
+from baton.engine.recorder import FLUSH_S, RunRecorder
 from baton.errors import BatonError
 from baton.store import AcceptedRun, Store
 
@@ -206,3 +206,23 @@ async def test_a_worker_lost_after_a_cancel_settles_by_what_is_known(
     recorder.on_lost("worker_exited", "died before submitting", "died after submitting")
     row = store.run("r1")
     assert row is not None and row["state"] == state
+
+
+async def test_the_progress_of_every_streaming_run_is_one_commit_per_flush(store: Store) -> None:
+    recorders = [_accepted_run(store, f"r{n}") for n in range(4)]
+    commits: list[str] = []
+    store.db.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    try:
+        for index, recorder in enumerate(recorders):
+            recorder.on_text("." * (index + 1))
+            recorder.on_event({"type": "assistant_text_delta", "text": "."})
+        recorders[3].settle("succeeded", "success", "completed", "done", result_text="t")
+        terminal_commits = len(commits)
+        await asyncio.sleep(FLUSH_S + 0.2)
+    finally:
+        store.db.set_trace_callback(None)
+    # The three live runs' progress is written together; the settled one is not rewritten.
+    assert len(commits) - terminal_commits == 1
+    tails = {f"r{n}": store.run(f"r{n}")["text_tail"] for n in range(4)}  # type: ignore[index]
+    assert tails == {"r0": ".", "r1": "..", "r2": "...", "r3": "...."}
+    assert store.run("r3")["state"] == "succeeded"  # type: ignore[index]

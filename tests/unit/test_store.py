@@ -54,7 +54,7 @@ def test_migration_from_v1_keeps_data_and_takes_byte_identical_backup(tmp_path: 
         intent = store.intent("key-1")
     finally:
         store.close()
-    assert version == SCHEMA_VERSION == 6
+    assert version == SCHEMA_VERSION == 7
     assert row is not None and row["result_text"] == "answer"
     assert row["agent_session_id"] == "droid-uuid-1" and row["puck_conversation_id"] is None
     assert intent is not None and intent["fingerprint"] == "f"

@@ -22,13 +22,16 @@ left, and only because the process they name is gone (:func:`runtime_file.daemon
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
 import secrets
 import signal
 import socket
+import sqlite3
 import stat
 import sys
 from collections.abc import Mapping
@@ -208,6 +211,7 @@ class Daemon:
             # First: a dashboard port that cannot be bound refuses the start before any client
             # can find this daemon (and before spare workers are started).
             await self._start_dashboard(tg)
+            gc.freeze()  # start-up's objects live as long as we do: out of every collection
             self.engine.workers.prime()
             record = {
                 "pid": os.getpid(),
@@ -239,6 +243,7 @@ class Daemon:
                 log.warning("gateway disabled (%s)", disabled_by(self._env))
             self._start_http(tg)
             tg.start_soon(approvals.resume_interrupted)
+            tg.start_soon(self._refuse_if_corrupt)
             if self._handle_signals:
                 tg.start_soon(self._watch_signals)
             where = f"gateway {paths.socket}" if self.gateway_enabled else "gateway disabled"
@@ -273,6 +278,15 @@ class Daemon:
             if surface is None:
                 raise StateError(f"surface {name} of daemon.httpSurface is not available")
             tg.start_soon(serve_http, surface.build_connection(name, name), self.config)
+
+    async def _refuse_if_corrupt(self) -> None:
+        """Stop the daemon if the whole-file integrity check, running while it serves, fails
+        (no write happened before its verdict: ``baton.store.integrity``)."""
+        try:
+            await asyncio.wrap_future(self.store.integrity_verdict())
+        except StateError as exc:
+            log.error("stopping: %s", exc)
+            self.stop()
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -361,7 +375,13 @@ def run_daemon(config: Config, *, exit_state: int, exit_config: int) -> int:
         return exit_state
     try:
         anyio.run(daemon.run)
-    except (ConfigError, StateError, BaseExceptionGroup) as exc:
+        if (refusal := daemon.store.refusal()) is not None:  # the whole-file check failed
+            print(f"baton: {refusal}", file=sys.stderr)
+            return exit_state
+    except (ConfigError, StateError, sqlite3.Error, BaseExceptionGroup) as exc:
+        if (refusal := daemon.store.refusal()) is not None:  # and a write it denied ended us
+            print(f"baton: {refusal}", file=sys.stderr)
+            return exit_state
         problems = errors_within(exc, ConfigError, StateError)
         if not problems:
             raise

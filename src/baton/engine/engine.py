@@ -209,6 +209,7 @@ class Engine:
             on_opened=self._on_opened,
             on_gone=self._on_gone,
         )
+        session.turn_ended.append(lambda _turn: self.workers.prime())  # not during the turn
         if setup is not None:
             setup(session)
         self.live[session_key] = session
@@ -223,7 +224,6 @@ class Engine:
         return task
 
     def _on_opened(self, session: LiveSession) -> None:
-        self.workers.prime()  # the agent is up: a replacement spare no longer slows its start
         row = self.store.session(session.session_key)
         agent_id = session.agent_session_id
         if agent_id and row is not None and not row["agent_session_id"]:

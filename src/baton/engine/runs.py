@@ -130,21 +130,15 @@ class ControllerRuns:
         """The effective intent: host defaults filled in, ceiling and model checked.
 
         Raises ``autonomy_above_ceiling``, ``unknown_model``, ``unsupported_reasoning`` or
-        ``model_discovery_failed``. The only ``await`` before a start or continue commits.
+        ``model_discovery_failed`` (or ``StateError``). The only ``await`` before a commit.
         """
         autonomy = effective_autonomy(request.autonomy, self.config)
         effort = request.reasoning_effort or self.config.reasoningEffort
         if request.model is not None:
             await self.engine.catalogue.check(request.model, effort)
-        return Intent(
-            operation,
-            target,
-            request.prompt,
-            request.model,
-            autonomy,
-            effort,
-            request.puck_conversation_id or default_routing,
-        )
+        await self.store.writable()  # just after a start: wait here, not blocking other calls
+        routing = request.puck_conversation_id or default_routing
+        return Intent(operation, target, request.prompt, request.model, autonomy, effort, routing)
 
     def status(self, run_id: str) -> RunRecord:
         """The run's record (``droid_status``). Raises ``unknown_run``."""

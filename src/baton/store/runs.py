@@ -63,13 +63,32 @@ class RunQueries(StoreCore):
     def controller_runs_page(self, offset: int, limit: int) -> tuple[list[Row], int]:
         """The controller's runs newest first (by acceptance order) and their total count.
 
-        Cost is independent of history size up to the offset skipped: the count is one row of
-        ``run_counts`` and the page's seqs come from the partial ``runs_controller_newest``
-        index; only the page's rows are read and joined.
+        The contract pages by ``offset`` (``controller-tools.md``, ``droid_list``): the page is
+        the runs at positions ``offset`` … ``offset + limit - 1`` of the newest-first list as it
+        is when the call is made (a run accepted between two calls shifts the later pages by
+        one). That list is found by key, at a cost independent of history and offset: run
+        ``k`` from the newest has ``surface_ordinal = total - k`` (schema V7), so the page is
+        one index range. If the ordinals and the count disagree (a row deleted by hand), the
+        page falls back to skipping ``offset`` entries of ``runs_controller_newest``: the same
+        page, at a cost growing with ``offset``.
         """
         count = self.db.execute(
             "SELECT runs FROM run_counts WHERE surface = 'controller'"
         ).fetchone()
+        total = int(count[0]) if count is not None else 0
+        (newest,) = self.db.execute(
+            "SELECT MAX(surface_ordinal) FROM runs WHERE surface = 'controller'"
+        ).fetchone()
+        if (newest or 0) == total:
+            rows = all_rows(
+                self.db.execute(
+                    f"{_RUN_SELECT} WHERE runs.surface = 'controller' "
+                    "AND runs.surface_ordinal BETWEEN ? AND ? "
+                    "ORDER BY runs.surface_ordinal DESC",
+                    (total - offset - limit + 1, total - offset),
+                )
+            )
+            return rows, total
         rows = all_rows(
             self.db.execute(
                 f"{_RUN_SELECT} WHERE runs.seq IN (SELECT seq FROM runs "
@@ -78,8 +97,7 @@ class RunQueries(StoreCore):
                 (limit, offset),
             )
         )
-        total = count[0] if count is not None else 0
-        return rows, int(total)
+        return rows, total
 
     def live_runs(self) -> list[Row]:
         """Runs not yet terminal (``accepted``, ``starting``, ``running``)."""
@@ -192,9 +210,19 @@ class RunQueries(StoreCore):
         """The settings the agent read back for this run."""
         self._update(run_id, "settings_json = ?", (dumps(settings),))
 
-    def save_progress(self, run_id: str, events: Sequence[dict[str, Any]], text_tail: str) -> None:
-        """The latest events and text tail of a live run (coalesced by the caller)."""
-        self._update(run_id, "events_json = ?, text_tail = ?", (dumps(list(events)), text_tail))
+    def save_progress_many(
+        self, progress: Sequence[tuple[str, Sequence[dict[str, Any]], str]]
+    ) -> None:
+        """The latest ``(run_id, events, text_tail)`` of live runs, in one transaction (coalesced
+        by the caller: ``baton.engine.recorder.ProgressFlusher``)."""
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE runs SET events_json = ?, text_tail = ? WHERE run_id = ?",
+                [
+                    (dumps(list(events)), text_tail, run_id)
+                    for run_id, events, text_tail in progress
+                ],
+            )
 
     def save_declined(
         self,

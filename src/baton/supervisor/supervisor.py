@@ -173,9 +173,11 @@ class WorkerPool:
     stdin and exits.
 
     The replacement spare is not started at once: its imports would compete for the CPU with
-    the agent starting up in the worker just taken (measured: +100-300 ms on a real Droid turn
-    on 2 cores). The caller calls :meth:`prime` once that agent is up (its session is open);
-    :data:`REFILL_DELAY_S` after the take, the spare is started regardless.
+    the agent working in the worker just taken (measured on 2 cores: +100-300 ms on a real Droid
+    turn when started at the take; started when the agent's session opened, it still overlapped
+    the agent's work on the prompt). The caller calls :meth:`prime` once that agent's turn has
+    ended; :data:`REFILL_DELAY_S` after the take, the spare is started regardless (a long turn
+    is mostly waiting on its model by then).
     """
 
     def __init__(self, env: Mapping[str, str], preload: tuple[str, ...] = ("droid",)) -> None:
