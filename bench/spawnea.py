@@ -20,8 +20,8 @@ last byte. Per repetition:
 
 Baseline, interleaved repetition by repetition: the same fake TUI under
 ``TmuxHarness("generic")`` in this process on its own tmux server: ``submit()`` → paste / Enter
-at the program, and last answer byte → ``sink.terminal``. The ratios (p50 Spawnea / harness)
-are the cost of the daemon, the bridge and MCP on top of the harness.
+at the program, and last answer byte → the harness's ``TurnEnded``. The ratios (p50 Spawnea /
+harness) are the cost of the daemon, the bridge and MCP on top of the harness.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ import uuid
 from pathlib import Path
 
 from mcp import Client
-from tests.harness_conformance import DecliningPolicy, RecordingSink
 from tests.tmux.agents import Place, generic_spec
+from tests.tmux.recorder import Recorder
 
-from baton.harnesses.base import Succeeded, TurnInput
 from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
+from baton.session import Succeeded, TurnInput
 from bench.bridge_overhead import bridge, start_daemon
 from bench.common import REPO, Json, Result, Table, fmt_ms, fmt_ratio, log, ratio, summarize_ms
 from bench.servers import Context, call, stop_process
@@ -119,17 +119,18 @@ async def _spawnea_rep(
 
 
 async def _harness_rep(
-    session: TmuxAgentSession, tui_log: Path, samples: Samples, counted: bool
+    session: TmuxAgentSession, recorder: Recorder, tui_log: Path, samples: Samples, counted: bool
 ) -> None:
     await asyncio.sleep(IDLE_GAP_S)
     marker = f"hx-{uuid.uuid4().hex[:10]}"
-    sink = RecordingSink()
     began = time.monotonic()
-    outcome = await session.submit(TurnInput(turn_id=marker, prompt=_script(marker)), sink)
+    outcome = await session.submit(TurnInput(turn_id=marker, prompt=_script(marker)))
     if not isinstance(outcome, Succeeded):
         raise RuntimeError(f"the harness turn ended {outcome!r}")
-    reported = sink.times[("terminal", marker)]
-    delivered = sink.times.get(("submitted", marker))
+    reported = recorder.ended_at(marker)
+    delivered = recorder.submitted_at(marker)
+    if reported is None:
+        raise RuntimeError("the harness reported no end of the turn")
     paste, enter, answer = _stamps(tui_log, marker)
     samples.add("paste", _ns(paste - began), counted)
     samples.add("enter", _ns(enter - began), counted)
@@ -193,7 +194,8 @@ async def measure(ctx: Context, reps: int) -> tuple[Samples, Samples]:
     try:
         spec = generic_spec(place, "bench", name="harness")
         harness_log = Path(spec.options["env"]["FAKE_TUI_LOG"])
-        session = await TmuxHarness("generic").open(spec, RecordingSink(), DecliningPolicy())
+        events = Recorder()
+        session = await TmuxHarness("generic").open(spec, events)
         async with bridge(site, env, "spawnea") as client:
             created = await call(
                 client,
@@ -210,7 +212,7 @@ async def measure(ctx: Context, reps: int) -> tuple[Samples, Samples]:
                     if side == "spawnea":
                         await _spawnea_rep(client, root, project_tui_log, spawnea, counted)
                     else:
-                        await _harness_rep(session, harness_log, harness, counted)
+                        await _harness_rep(session, events, harness_log, harness, counted)
     finally:
         if session is not None:
             await session.close()
@@ -231,7 +233,7 @@ async def run(ctx: Context) -> Result:
         "paste": "call → last byte of the paste at the program",
         "enter": "call → Enter at the program (500 ms pause included)",
         "call": "call → delivery confirmed (send_prompt answered / harness submitted)",
-        "wake": "agent's last answer byte → parked get_turn answered / sink.terminal",
+        "wake": "agent's last answer byte → parked get_turn answered / harness TurnEnded",
     }
     table = Table(
         "Spawnea through the daemon vs the tmux harness alone (ms, p50 / p99)",

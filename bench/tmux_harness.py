@@ -8,7 +8,7 @@
   the prompt (Claude Code).
 * **Turn-end detection** (each real agent installed): a watcher thread tails the agent's own
   session file every 2 ms and notes when the done record appears; the figure is that moment →
-  the harness reporting the turn's end (``sink.terminal``).
+  the harness reporting the turn's end (its ``TurnEnded`` event).
 * **Idle monitor CPU** (generic adapter, idle programs): this process's CPU time plus that of the
   tmux clients it ran, over a quiet window, per watched pane, as a percentage of one core.
 
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import psutil
 from tests.fakes.agent_models import AgentModelServer, anthropic_prompt
-from tests.harness_conformance import DecliningPolicy, RecordingSink
 from tests.tmux.agents import Place, agent_spec, binary, generic_spec
+from tests.tmux.recorder import Recorder
 
-from baton.harnesses.base import Succeeded, TurnInput
 from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
+from baton.session import Succeeded, TurnInput
 from bench.common import Json, Result, Table, fmt_ms, log, summarize_ms
 from bench.servers import Context
 
@@ -76,7 +76,7 @@ async def delivery(ctx: Context, reps: int) -> Json:
     server = _Server(ctx.tmp / "tmux-delivery")
     spec = generic_spec(server.place, "bench")
     tui_log = Path(spec.options["env"]["FAKE_TUI_LOG"])
-    session = await TmuxHarness("generic").open(spec, RecordingSink(), DecliningPolicy())
+    session = await TmuxHarness("generic").open(spec, Recorder())
     samples: dict[str, list[int]] = {}
     try:
         for size in (100, 10_000):
@@ -87,9 +87,7 @@ async def delivery(ctx: Context, reps: int) -> Json:
                 before = len(_events(tui_log, "enter"))
                 text = ("x" * 79 + "\n") * (size // 80) + "y" * (size % 80)
                 started = time.monotonic()
-                outcome = await session.submit(
-                    TurnInput(turn_id=str(uuid.uuid4()), prompt=text), RecordingSink()
-                )
+                outcome = await session.submit(TurnInput(turn_id=str(uuid.uuid4()), prompt=text))
                 if not isinstance(outcome, Succeeded):
                     raise RuntimeError(f"delivery turn ended {outcome!r}")
                 paste = _events(tui_log, "paste")[-1]["t"]
@@ -132,14 +130,14 @@ async def claude_to_model(ctx: Context, reps: int) -> Json | None:
     samples: list[int] = []
     with TimedModels() as models:
         spec = agent_spec("claude", server.place, models, "bench")
-        session = await TmuxHarness("claude").open(spec, RecordingSink(), DecliningPolicy())
+        session = await TmuxHarness("claude").open(spec, Recorder())
         try:
             for _ in range(reps):
                 await asyncio.sleep(0.7)
                 marker = f"bench-{uuid.uuid4().hex[:8]}"
                 started = time.monotonic_ns()
                 turn = TurnInput(turn_id=marker, prompt=f"[{marker}] hello")
-                await session.submit(turn, RecordingSink())
+                await session.submit(turn)
                 arrived = models.first(marker)
                 if arrived is not None:
                     samples.append(arrived - started)
@@ -194,24 +192,24 @@ async def turn_end(ctx: Context, agent: str, reps: int) -> Json | None:
     server = _Server(ctx.tmp / f"tmux-end-{agent}")
     samples: list[int] = []
     with AgentModelServer() as models:
+        events = Recorder()
         session: TmuxAgentSession = await TmuxHarness(agent).open(  # type: ignore[arg-type]
-            agent_spec(agent, server.place, models, "bench"), RecordingSink(), DecliningPolicy()
+            agent_spec(agent, server.place, models, "bench"), events
         )
         try:
-            await session.submit(TurnInput(turn_id="warm", prompt="warm up"), RecordingSink())
+            await session.submit(TurnInput(turn_id="warm", prompt="warm up"))
             for index in range(reps):
                 await asyncio.sleep(0.7)
                 path = session.transcript_path
                 if path is None:
                     raise RuntimeError(f"{agent}: no transcript found")
                 watcher = _DoneWatcher(path, _DONE_NEEDLES[agent])
-                sink = RecordingSink()
                 turn_id = f"end-{index}"
                 outcome = await session.submit(
-                    TurnInput(turn_id=turn_id, prompt=f"turn {index}: answer ok"), sink
+                    TurnInput(turn_id=turn_id, prompt=f"turn {index}: answer ok")
                 )
                 watcher.stop()
-                reported = sink.times.get(("terminal", turn_id))
+                reported = events.ended_at(turn_id)
                 if (
                     not isinstance(outcome, Succeeded)
                     or watcher.seen_ns is None
@@ -237,9 +235,7 @@ async def idle_cpu(ctx: Context, window_s: float, panes: int) -> Json:
     try:
         for index in range(panes):
             spec = generic_spec(server.place, "bench", name=f"idle-{index}")
-            sessions.append(
-                await TmuxHarness("generic").open(spec, RecordingSink(), DecliningPolicy())
-            )
+            sessions.append(await TmuxHarness("generic").open(spec, Recorder()))
         await asyncio.sleep(2.0)  # let start-up settle
         cpu0, wall0 = _cpu_seconds(), time.monotonic()
         await asyncio.sleep(window_s)

@@ -161,7 +161,15 @@ class Run:
     table: LiveSessions
 
 
-async def start(target: RuntimeTarget, directory: Path, *, broken: bool = False) -> Run:
+async def start(
+    target: RuntimeTarget,
+    directory: Path,
+    *,
+    broken: bool = False,
+    adopt: Attachment | None = None,
+) -> Run:
+    """A session of ``target`` in a fresh live table, opening (or, with ``adopt``, re-adopting
+    the agent that attachment records)."""
     locks = directory / "locks"
     locks.mkdir(mode=0o700, exist_ok=True)
     table = LiveSessions(Admission(lambda: WorkspaceLocks(locks), cleanup_wait_s=5.0))
@@ -176,7 +184,10 @@ async def start(target: RuntimeTarget, directory: Path, *, broken: bool = False)
         host=RecordingHost(target.host(), recording),
         spec=spec,
     )
-    live.open()
+    if adopt is None:
+        live.open()
+    else:
+        live.adopt(adopt)
     return Run(live, recording, table)
 
 

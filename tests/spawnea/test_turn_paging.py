@@ -16,7 +16,7 @@ from typing import Any
 
 from baton.engine.spawnea.output import turn_output
 from baton.engine.spawnea.turns import CompactPosition, Cursor, SpawneaTurn
-from baton.harnesses.tmux.output import CompactOutput
+from baton.session.terminal import CompactOutput
 
 EPOCH = "epoch-1"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baton.harnesses.base import SessionSpec
+from baton.session import RunSettings, SessionSpec
 from tests.fakes.agent_models import AgentModelServer
 from tests.fakes.model_server import write_droid_settings
 
@@ -66,8 +66,9 @@ def generic_spec(place: Place, tag: str, *, name: str = "generic", **options: An
     env = {"FAKE_TUI_LOG": str(place.root / name / "tui.log"), "BATON_TEST_TAG": tag}
     env.update(options.pop("env", {}))
     return SessionSpec(
+        harness="tmux",
         workspace=str(workspace),
-        autonomy="high",
+        settings=RunSettings(autonomy="high"),
         cancel_grace_ms=options.pop("cancel_grace_ms", 3000),
         setup_timeout_s=options.pop("setup_timeout_s", 20.0),
         options={
@@ -147,8 +148,9 @@ def agent_spec(
         env["FACTORY_AIRGAP_ENABLED"] = "1"
     env.update(options.pop("env", {}))
     return SessionSpec(
+        harness="tmux",
         workspace=str(workspace),
-        autonomy="high",
+        settings=RunSettings(autonomy="high"),
         cancel_grace_ms=options.pop("cancel_grace_ms", 5000),
         setup_timeout_s=options.pop("setup_timeout_s", 45.0),
         options={

@@ -4,6 +4,7 @@ delivery failures, screen-idle completion, identity injection, output, and bad i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,7 +16,8 @@ from typing import Any
 import psutil
 import pytest
 
-from baton.harnesses.base import (
+from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness, check_attachment
+from baton.session import (
     Failed,
     HarnessError,
     SessionSpec,
@@ -23,9 +25,8 @@ from baton.harnesses.base import (
     TurnInput,
     Unknown,
 )
-from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness, check_attachment
-from tests.harness_conformance import DecliningPolicy, RecordingSink
 from tests.tmux.agents import Place, generic_spec, script
+from tests.tmux.recorder import Recorder
 
 SECRET = "sk-ant-api03-test-secret-value-0123456789abcdef"
 
@@ -42,8 +43,8 @@ def events(spec: SessionSpec, kind: str) -> list[dict[str, Any]]:
     return [e for e in tui_log(spec) if e["event"] == kind]
 
 
-async def opened(spec: SessionSpec, sink: RecordingSink) -> TmuxAgentSession:
-    return await TmuxHarness("generic").open(spec, sink, DecliningPolicy())
+async def opened(spec: SessionSpec, events: Recorder) -> TmuxAgentSession:
+    return await TmuxHarness("generic").open(spec, events)
 
 
 def tmux(place: Place, *args: str) -> subprocess.CompletedProcess[str]:
@@ -60,21 +61,21 @@ def test_pane_killed_between_paste_and_enter_is_delivery_unknown(place: Place, t
     spec = generic_spec(place, tag, enterDelayMs=3000)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        recorder = Recorder()
+        session = await opened(spec, recorder)
         turn = TurnInput(turn_id="t-kill", prompt=script({"text": "never"}))
-        running = asyncio.ensure_future(session.submit(turn, sink))
+        running = asyncio.ensure_future(session.submit(turn))
         deadline = time.monotonic() + 10
         while not events(spec, "paste"):
             assert time.monotonic() < deadline, "the paste never reached the program"
             await asyncio.sleep(0.05)
-        assert tmux(place, "kill-pane", "-t", session.attach["paneId"]).returncode == 0
+        assert tmux(place, "kill-pane", "-t", session.attachment["paneId"]).returncode == 0
         outcome = await asyncio.wait_for(running, 30)
         assert isinstance(outcome, Unknown), outcome
         assert outcome.reason == "delivery_unknown"
-        assert "submitted" not in sink.of("t-kill")
-        assert sink.of("t-kill").count("terminal") == 1
-        steps = [e.get("step") for n, t, e in sink.calls if n == "event" and t == "t-kill"]
+        assert "submitted" not in recorder.names("t-kill")
+        assert recorder.names("t-kill").count("turn_ended") == 1
+        steps = [e.get("step") for e in recorder.activity("t-kill", "delivery")]
         assert "retry_enter" not in steps and "enter" not in steps, steps
         assert not events(spec, "enter"), "an Enter reached the program"
         await session.close()
@@ -90,8 +91,7 @@ def test_a_monitor_that_dies_is_started_again_and_the_next_turn_ends(
     spec = generic_spec(place, tag)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        session = await opened(spec, Recorder())
         monitor = session._ctx.monitor  # fault injection: no public seam for a crash
         observe = monitor._observe
         faults = [RuntimeError("injected monitor fault")]
@@ -109,9 +109,7 @@ def test_a_monitor_that_dies_is_started_again_and_the_next_turn_ends(
             await asyncio.sleep(0.05)
         assert not faults
         outcome = await asyncio.wait_for(
-            session.submit(
-                TurnInput(turn_id="t-after", prompt=script({"text": "still here"})), sink
-            ),
+            session.submit(TurnInput(turn_id="t-after", prompt=script({"text": "still here"}))),
             30,
         )
         assert isinstance(outcome, Succeeded), outcome
@@ -130,10 +128,9 @@ def test_swallowed_enter_gets_exactly_one_guarded_retry(place: Place, tag: str) 
     )
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        session = await opened(spec, Recorder())
         outcome = await session.submit(
-            TurnInput(turn_id="t-retry", prompt=script({"text": "got it"})), sink
+            TurnInput(turn_id="t-retry", prompt=script({"text": "got it"}))
         )
         assert isinstance(outcome, Succeeded), outcome
         assert [e["swallowed"] for e in events(spec, "enter")] == [True, False]
@@ -150,11 +147,8 @@ def test_enter_lost_twice_is_unknown_and_never_typed_again(place: Place, tag: st
     )
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
-        outcome = await session.submit(
-            TurnInput(turn_id="t-lost", prompt=script({"text": "x"})), sink
-        )
+        session = await opened(spec, Recorder())
+        outcome = await session.submit(TurnInput(turn_id="t-lost", prompt=script({"text": "x"})))
         assert isinstance(outcome, Unknown) and outcome.reason == "delivery_unknown", outcome
         await asyncio.sleep(1.5)  # nothing may follow
         assert len(events(spec, "enter")) == 2, events(spec, "enter")
@@ -169,12 +163,11 @@ def test_silence_without_the_prompt_back_never_completes_a_turn(place: Place, ta
     spec = generic_spec(place, tag, enterDelayMs=150, settleMs=300)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        session = await opened(spec, Recorder())
         # Two pieces 2.5 s apart: in between the screen is silent, and the prompt is not back.
         prompt = script({"text": "first-half second-half", "chunks": 2, "delayMs": 2500})
         started = time.monotonic()
-        outcome = await session.submit(TurnInput(turn_id="t-quiet", prompt=prompt), sink)
+        outcome = await session.submit(TurnInput(turn_id="t-quiet", prompt=prompt))
         assert isinstance(outcome, Succeeded), outcome
         assert outcome.basis == "screen_idle"
         assert time.monotonic() - started >= 2.5, "the turn ended during the silence"
@@ -188,22 +181,20 @@ def test_question_is_needs_input_and_answer_continues_the_same_turn(place: Place
     spec = generic_spec(place, tag, enterDelayMs=150)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        recorder = Recorder()
+        session = await opened(spec, recorder)
         prompt = script({"ask": "Delete it?"}, {"text": "deleted as asked"})
-        running = asyncio.ensure_future(
-            session.submit(TurnInput(turn_id="t-ask", prompt=prompt), sink)
-        )
+        running = asyncio.ensure_future(session.submit(TurnInput(turn_id="t-ask", prompt=prompt)))
         deadline = time.monotonic() + 15
-        while "needs_input" not in sink.states("t-ask"):
-            assert time.monotonic() < deadline, sink.states("t-ask")
+        while "needs_input" not in recorder.states("t-ask"):
+            assert time.monotonic() < deadline, recorder.states("t-ask")
             await asyncio.sleep(0.05)
         assert await session.send_input("y")
         outcome = await asyncio.wait_for(running, 20)
         assert isinstance(outcome, Succeeded), outcome
         assert "deleted as asked" in outcome.text
         assert [e.get("choice") for e in events(spec, "answer") if "choice" in e] == ["y"]
-        assert sink.of("t-ask").count("terminal") == 1
+        assert recorder.names("t-ask").count("turn_ended") == 1
         await session.close()
 
     asyncio.run(scenario())
@@ -220,7 +211,7 @@ def test_identity_reaches_the_pane_environment_but_no_secret_reaches_argv(
     spec = generic_spec(place, tag, env=env)
 
     async def scenario() -> None:
-        session = await opened(spec, RecordingSink())
+        session = await opened(spec, Recorder())
         pane = psutil.Process(session.pane_pid)
         environ = pane.environ()
         for key, value in env.items():
@@ -246,13 +237,12 @@ def test_raw_log_pages_join_up_and_secrets_are_redacted(place: Place, tag: str) 
     spec = generic_spec(place, tag, enterDelayMs=150, env={"ANTHROPIC_API_KEY": SECRET})
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        session = await opened(spec, Recorder())
         start = session.raw_log_size
         prompt = script(
             {"text": f"the key is {SECRET} and a token ghp_abcdefghijklmnopqrstuvwxyz0123"}
         )
-        outcome = await session.submit(TurnInput(turn_id="t-raw", prompt=prompt), sink)
+        outcome = await session.submit(TurnInput(turn_id="t-raw", prompt=prompt))
         assert isinstance(outcome, Succeeded), outcome
         assert SECRET not in outcome.text and "[REDACTED]" in outcome.text
         record = session.last_turn
@@ -280,24 +270,24 @@ def test_busy_program_fails_the_turn_before_anything_is_typed(place: Place, tag:
     spec = generic_spec(place, tag, enterDelayMs=150)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        recorder = Recorder()
+        session = await opened(spec, recorder)
         # Someone typed a slow request straight into the pane.
         tmux(
             place,
             "send-keys",
             "-t",
-            session.attach["paneId"],
+            session.attachment["paneId"],
             "-l",
             "--",
             script({"text": "a b c d", "chunks": 4, "delayMs": 2000}),
         )
-        tmux(place, "send-keys", "-t", session.attach["paneId"], "Enter")
+        tmux(place, "send-keys", "-t", session.attachment["paneId"], "Enter")
         await asyncio.sleep(0.5)
-        outcome = await session.submit(TurnInput(turn_id="t-busy", prompt="hello"), sink)
+        outcome = await session.submit(TurnInput(turn_id="t-busy", prompt="hello"))
         assert isinstance(outcome, Failed) and outcome.reason == "agent_busy", outcome
         assert outcome.submitted is False
-        assert sink.of("t-busy") == ["terminal"]
+        assert recorder.names("t-busy") == ["turn_ended"]
         assert not events(spec, "paste")
         await session.close()
 
@@ -308,20 +298,26 @@ def test_agent_dying_mid_turn_fails_the_turn(place: Place, tag: str) -> None:
     spec = generic_spec(place, tag, enterDelayMs=150)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        recorder = Recorder()
+        session = await opened(spec, recorder)
         prompt = script({"text": "a b c d e f", "chunks": 6, "delayMs": 1000})
-        running = asyncio.ensure_future(
-            session.submit(TurnInput(turn_id="t-die", prompt=prompt), sink)
-        )
-        while "submitted" not in sink.of("t-die"):
+        running = asyncio.ensure_future(session.submit(TurnInput(turn_id="t-die", prompt=prompt)))
+        while "submitted" not in recorder.names("t-die"):
             await asyncio.sleep(0.05)
         psutil.Process(session.pane_pid).kill()
         outcome = await asyncio.wait_for(running, 20)
         assert isinstance(outcome, Failed) and outcome.reason == "agent_exited", outcome
         assert outcome.submitted is True
+        # The agent's exit is reported once, after the turn's own end (so the turn keeps the
+        # harness's outcome instead of being settled by the runtime's loss rule).
+        await asyncio.wait_for(session.exited(), 10)
+        kinds = [e.event for e in recorder.events]
+        assert kinds.count("agent_exited") == 1
+        assert kinds.index("turn_ended") < kinds.index("agent_exited"), kinds
+        assert recorder.exits[0].reason == "agent_exit"
         await session.close()
         assert session.ended_by == "already_gone"
+        recorder.check()
 
     asyncio.run(scenario())
 
@@ -332,10 +328,7 @@ def test_program_exiting_at_start_reports_its_last_output(place: Place, tag: str
 
     async def scenario() -> None:
         with pytest.raises(HarnessError) as caught:
-            await opened(
-                SessionSpec(workspace=spec.workspace, autonomy="high", options=options),
-                RecordingSink(),
-            )
+            await opened(dataclasses.replace(spec, options=options), Recorder())
         assert caught.value.reason == "agent_exited"
         assert "boom-no-config-found" in caught.value.message
 
@@ -346,12 +339,13 @@ def test_never_ready_times_out_and_kills_the_pane(place: Place, tag: str) -> Non
     spec = generic_spec(place, tag, readyPattern=r"^never-shown>", setup_timeout_s=1.5)
 
     async def scenario() -> None:
-        sink = RecordingSink()
+        recorder = Recorder()
         with pytest.raises(HarnessError) as caught:
-            await opened(spec, sink)
+            await opened(spec, recorder)
         assert caught.value.reason == "not_ready"
         assert "fake tui ready" in caught.value.message
-        pid = sink.spawned_pids[0]
+        assert not recorder.exits and not recorder.opened, "a failed open reported more"
+        pid = recorder.spawned[0]
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
     asyncio.run(scenario())
@@ -380,11 +374,7 @@ def test_bad_options_are_refused_before_anything_starts(
 
     async def scenario() -> None:
         with pytest.raises(HarnessError) as caught:
-            await TmuxHarness().open(
-                SessionSpec(workspace=spec.workspace, autonomy="high", options=options),
-                RecordingSink(),
-                DecliningPolicy(),
-            )
+            await TmuxHarness().open(dataclasses.replace(spec, options=options), Recorder())
         assert caught.value.reason == "invalid_options"
         assert needle in caught.value.message
 
@@ -394,16 +384,16 @@ def test_bad_options_are_refused_before_anything_starts(
 
 def test_session_names_are_predictable_and_never_reused(place: Place, tag: str) -> None:
     async def scenario() -> None:
-        first = await opened(generic_spec(place, tag, name="My Project"), RecordingSink())
+        first = await opened(generic_spec(place, tag, name="My Project"), Recorder())
         assert first.agent_session_id.startswith("baton-work-")
         assert len(first.agent_session_id.rsplit("-", 1)[1]) == 8
         named = generic_spec(place, tag, name="second", sessionName="baton-fixed-0001")
-        second = await opened(named, RecordingSink())
+        second = await opened(named, Recorder())
         assert second.agent_session_id == "baton-fixed-0001"
         with pytest.raises(HarnessError) as caught:
             await opened(
                 generic_spec(place, tag, name="third", sessionName="baton-fixed-0001"),
-                RecordingSink(),
+                Recorder(),
             )
         assert caught.value.reason == "session_exists"
         await first.close()
@@ -418,33 +408,26 @@ def test_detaching_mid_turn_leaves_the_pane_running_and_the_turn_unknown(
     spec = generic_spec(place, tag, enterDelayMs=150)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await opened(spec, sink)
+        recorder = Recorder()
+        session = await opened(spec, recorder)
         prompt = script({"text": "a b c d e f", "chunks": 6, "delayMs": 1000})
-        running = asyncio.ensure_future(
-            session.submit(TurnInput(turn_id="t-away", prompt=prompt), sink)
-        )
-        while "submitted" not in sink.of("t-away"):
+        running = asyncio.ensure_future(session.submit(TurnInput(turn_id="t-away", prompt=prompt)))
+        while "submitted" not in recorder.names("t-away"):
             await asyncio.sleep(0.05)
-        await session.close(detach=True)
+        await session.detach()
         outcome = await asyncio.wait_for(running, 10)
         assert isinstance(outcome, Unknown) and outcome.reason == "detached", outcome
         assert session.ended_by == "detached"
-        status = await check_attachment(session.attach)
+        assert not recorder.exits, "a detached agent was reported exited"
+        status = await check_attachment(session.attachment)
         assert status.alive, status
         options = {k: v for k, v in spec.options.items() if k != "command"}
-        again = await TmuxHarness("generic").open(
-            SessionSpec(
-                workspace=spec.workspace,
-                autonomy="high",
-                options={**options, "attach": session.attach},
-            ),
-            RecordingSink(),
-            DecliningPolicy(),
+        again = await TmuxHarness("generic").adopt(
+            dataclasses.replace(spec, options=options), session.attachment, Recorder()
         )
         await again.close()
         assert again.ended_by in ("killed", "exit_command")
-        assert not (await check_attachment(session.attach)).alive
+        assert not (await check_attachment(session.attachment)).alive
 
     asyncio.run(scenario())
 

@@ -3,55 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
-import subprocess
-import sys
-from typing import Any
 
 import psutil
 import pytest
 
-from baton.harnesses.base import HarnessError, SessionSpec, Succeeded, TurnInput
 from baton.harnesses.tmux import TmuxHarness, check_attachment
+from baton.session import NotAdoptable, Succeeded, TurnInput
 from tests.fakes.agent_models import AgentModelServer
-from tests.harness_conformance import DecliningPolicy, RecordingSink
-from tests.tmux.agents import REPO, Place, agent_spec, binary, generic_spec, script
-
-
-def hold_then_sigkill(spec: SessionSpec) -> dict[str, Any]:
-    """Open ``spec`` in a separate process, read its attachment, SIGKILL it; the attachment."""
-    payload = json.dumps(
-        {
-            "workspace": spec.workspace,
-            "options": dict(spec.options),
-            "setup_timeout_s": spec.setup_timeout_s,
-        }
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-m", "tests.tmux.holder", payload],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        line = holder.stdout.readline()
-        assert line, "the holder printed no attachment"
-        attach: dict[str, Any] = json.loads(line)
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=10)
-        if holder.stdout is not None:
-            holder.stdout.close()
-    return attach
-
-
-def readopt(spec: SessionSpec, attach: dict[str, Any]) -> SessionSpec:
-    options = {k: v for k, v in spec.options.items() if k != "command"}
-    return SessionSpec(
-        workspace=spec.workspace, autonomy="high", options={**options, "attach": attach}
-    )
+from tests.tmux.agents import Place, agent_spec, binary, generic_spec, script
+from tests.tmux.holder import hold_then_sigkill, readopt
+from tests.tmux.recorder import Recorder
 
 
 def test_pane_survives_sigkill_of_its_holder_and_is_readopted(place: Place, tag: str) -> None:
@@ -61,12 +22,17 @@ def test_pane_survives_sigkill_of_its_holder_and_is_readopted(place: Place, tag:
     async def scenario() -> None:
         assert psutil.pid_exists(attach["panePid"])
         assert (await check_attachment(attach)).alive
-        sink = RecordingSink()
-        session = await TmuxHarness("generic").open(readopt(spec, attach), sink, DecliningPolicy())
+        recorder = Recorder()
+        session = await TmuxHarness("generic").adopt(readopt(spec), attach, recorder)
         assert session.settings["adopted"] is True
         assert session.pane_pid == attach["panePid"]
+        # What the adopted agent is doing: idle (the screen alone cannot tell more yet).
+        assert [(o.agent_session_id, o.observed) for o in recorder.opened] == [
+            (attach["sessionName"], "idle")
+        ]
+        assert recorder.spawned == [attach["panePid"]]
         outcome = await session.submit(
-            TurnInput(turn_id="t-after", prompt=script({"text": "back again"})), sink
+            TurnInput(turn_id="t-after", prompt=script({"text": "back again"}))
         )
         assert isinstance(outcome, Succeeded) and "back again" in outcome.text, outcome
         await session.close()
@@ -85,10 +51,9 @@ def test_claude_pane_survives_sigkill_of_its_holder_and_is_readopted(
     attach = hold_then_sigkill(spec)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await TmuxHarness("claude").open(readopt(spec, attach), sink, DecliningPolicy())
+        session = await TmuxHarness("claude").adopt(readopt(spec), attach, Recorder())
         outcome = await session.submit(
-            TurnInput(turn_id="t-after", prompt=script({"text": "still claude"})), sink
+            TurnInput(turn_id="t-after", prompt=script({"text": "still claude"}))
         )
         assert isinstance(outcome, Succeeded) and outcome.text == "still claude", outcome
         assert outcome.basis == "agent_record"
@@ -102,8 +67,8 @@ def test_stale_attachments_are_refused_without_touching_anything(place: Place, t
     spec = generic_spec(place, tag)
 
     async def scenario() -> None:
-        session = await TmuxHarness("generic").open(spec, RecordingSink(), DecliningPolicy())
-        attach = session.attach
+        session = await TmuxHarness("generic").open(spec, Recorder())
+        attach = session.attachment
         reused = {**attach, "paneStartTime": attach["paneStartTime"] - 60}
         assert (await check_attachment(reused)).reason == "start_time_mismatch"
         assert (
@@ -114,11 +79,11 @@ def test_stale_attachments_are_refused_without_touching_anything(place: Place, t
             await check_attachment({**attach, "sessionName": "baton-other-0000"})
         ).reason == "session_mismatch"
         assert (await check_attachment({"socketPath": "x"})).reason == "invalid"
-        with pytest.raises(HarnessError) as caught:
-            await TmuxHarness("generic").open(
-                readopt(spec, reused), RecordingSink(), DecliningPolicy()
-            )
-        assert caught.value.reason == "attach_failed"
+        recorder = Recorder()
+        with pytest.raises(NotAdoptable) as caught:
+            await TmuxHarness("generic").adopt(readopt(spec), reused, recorder)
+        assert "start_time_mismatch" in caught.value.message
+        assert not recorder.events, "a refused re-adoption reported something"
         assert (await check_attachment(attach)).alive, "a refused re-adoption touched the pane"
         await session.close()
         assert (await check_attachment(attach)).reason == "no_server"

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from baton.harnesses.base import Succeeded, TurnInput
 from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
+from baton.session import Succeeded, TurnInput
 from tests.fakes.agent_models import AgentModelServer
-from tests.harness_conformance import DecliningPolicy, RecordingSink
 from tests.tmux.agents import REAL_AGENTS, Place, agent_spec, binary, permission_step, script
+from tests.tmux.recorder import Recorder
 
 pytestmark = [pytest.mark.real_tui, pytest.mark.parametrize("agent", REAL_AGENTS)]
 
@@ -57,10 +57,10 @@ def _skip_missing(agent: str) -> None:
 
 
 async def _open(
-    agent: str, place: Place, models: AgentModelServer, tag: str, sink: RecordingSink
+    agent: str, place: Place, models: AgentModelServer, tag: str, recorder: Recorder
 ) -> TmuxAgentSession:
     spec = agent_spec(agent, place, models, tag)
-    return await TmuxHarness(agent).open(spec, sink, DecliningPolicy())  # type: ignore[arg-type]
+    return await TmuxHarness(agent).open(spec, recorder)  # type: ignore[arg-type]
 
 
 def _received(models: AgentModelServer, marker: str) -> list[str]:
@@ -73,12 +73,12 @@ def test_short_prompt_completes_on_the_agents_done_record(
     _skip_missing(agent)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await _open(agent, place, models, tag, sink)
+        recorder = Recorder()
+        session = await _open(agent, place, models, tag, recorder)
         try:
             assert session.state == "idle"
             prompt = script({"text": "short answer here", "chunks": 2}, marker="short-1")
-            outcome = await session.submit(TurnInput(turn_id="t-short", prompt=prompt), sink)
+            outcome = await session.submit(TurnInput(turn_id="t-short", prompt=prompt))
             assert isinstance(outcome, Succeeded), outcome
             assert outcome.basis == "agent_record"
             assert outcome.text == "short answer here"
@@ -92,13 +92,13 @@ def test_short_prompt_completes_on_the_agents_done_record(
                 and record.raw_end > record.raw_start
             )
             assert [
-                e for _, _, e in sink.calls if isinstance(e, dict) and e.get("by") == "agent_record"
-            ] or ("submitted" in sink.of("t-short"))
+                e for e in recorder.activity("t-short", "delivery") if e.get("by") == "agent_record"
+            ] or ("submitted" in recorder.names("t-short"))
         finally:
             await session.close()
         assert session.ended_by == "exit_command", session.ended_by
         assert session.leftovers == []
-        assert not sink.problems
+        recorder.check()
 
     asyncio.run(scenario())
 
@@ -118,12 +118,12 @@ def test_ci_markers_in_batons_environment_do_not_reach_the_pane(
     monkeypatch.setenv("CI_JOB_ID", "7")
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await _open(agent, place, models, tag, sink)
+        recorder = Recorder()
+        session = await _open(agent, place, models, tag, recorder)
         try:
             assert session.state == "idle"
             prompt = script({"text": "ran under ci", "chunks": 1}, marker="ci-1")
-            outcome = await session.submit(TurnInput(turn_id="t-ci", prompt=prompt), sink)
+            outcome = await session.submit(TurnInput(turn_id="t-ci", prompt=prompt))
             assert isinstance(outcome, Succeeded), outcome
             assert outcome.text == "ran under ci"
         finally:
@@ -141,10 +141,10 @@ def test_long_multiline_prompt_reaches_the_model_byte_exact(
     assert len(prompt) == 10_000 and prompt.count("\n") > 150
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await _open(agent, place, models, tag, sink)
+        recorder = Recorder()
+        session = await _open(agent, place, models, tag, recorder)
         try:
-            outcome = await session.submit(TurnInput(turn_id="t-long", prompt=prompt), sink)
+            outcome = await session.submit(TurnInput(turn_id="t-long", prompt=prompt))
             assert isinstance(outcome, Succeeded), outcome
         finally:
             await session.close()
@@ -169,19 +169,19 @@ def test_permission_is_needs_input_and_typing_the_answer_finishes_the_turn(
     _skip_missing(agent)
 
     async def scenario() -> None:
-        sink = RecordingSink()
-        session = await _open(agent, place, models, tag, sink)
-        workspace = Path(session.attach["workspace"])
+        recorder = Recorder()
+        session = await _open(agent, place, models, tag, recorder)
+        workspace = Path(session.attachment["workspace"])
         try:
             prompt = script(permission_step(agent, str(workspace)), {"text": "approved and done"})
             running = asyncio.ensure_future(
-                session.submit(TurnInput(turn_id="t-perm", prompt=prompt), sink)
+                session.submit(TurnInput(turn_id="t-perm", prompt=prompt))
             )
             deadline = time.monotonic() + 30
-            while "needs_input" not in sink.states("t-perm"):
+            while "needs_input" not in recorder.states("t-perm"):
                 assert not running.done(), running.result()
                 assert time.monotonic() < deadline, (
-                    f"no needs_input; states {sink.states('t-perm')}"
+                    f"no needs_input; states {recorder.states('t-perm')}"
                 )
                 await asyncio.sleep(0.05)
             assert not (workspace / "approved.txt").exists()
@@ -195,12 +195,12 @@ def test_permission_is_needs_input_and_typing_the_answer_finishes_the_turn(
             assert isinstance(outcome, Succeeded), outcome
             assert outcome.text == "approved and done"
             assert (workspace / "approved.txt").read_text().strip() == "hi"
-            states = sink.states("t-perm")
+            states = recorder.states("t-perm")
             assert states.index("needs_input") < len(states) - 1, (
                 f"never left needs_input: {states}"
             )
         finally:
             await session.close()
-        assert not sink.problems
+        recorder.check()
 
     asyncio.run(scenario())

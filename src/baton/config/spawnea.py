@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from baton.harnesses.keys import ExitCommand, KeyName
+from baton.config.keys import ExitCommand, KeyName
 from baton.hosts.config import LOCAL_HOST_ID, HostEntry, check_host_references
 from baton.paths import AbsolutePath
 

@@ -2,7 +2,7 @@
 
 tmux sessions and ACP pane hosts have one (issue 22: the pane shows the conversation to a person
 who attaches); a worker-hosted Droid has none (:attr:`AgentSession.terminal` is None). Moved here
-from ``harnesses/tmux/session.py`` and ``output.py`` (the tmux copies go in P3).
+from ``harnesses/tmux/session.py`` and ``output.py``; the tmux harness returns these.
 """
 
 from __future__ import annotations

@@ -273,7 +273,7 @@ class Creation(ServiceBase):
             return
         self.rows.set_status(key, "starting" if status == "starting" else "open")
         if hosted.agent is not None and status != "starting":
-            self.rows.update(key, attach=hosted.agent.attach)
+            self.rows.update(key, attach=hosted.agent.attachment)
 
     def _error(self, operation: str, message: str) -> None:
         self.recent_errors.append(

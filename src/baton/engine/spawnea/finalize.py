@@ -236,7 +236,9 @@ class Finalizer:
                 f"Baton stopped the agent for finalization {request_id}",
             )
             await hosted.close()
-        attach = hosted.agent.attach if hosted is not None and hosted.agent is not None else None
+        attach = (
+            hosted.agent.attachment if hosted is not None and hosted.agent is not None else None
+        )
         attach = attach or (self.service.rows.get(session) or {}).get("attach")
         if attach:
             seen = await check_attachment(attach)

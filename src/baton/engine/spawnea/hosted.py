@@ -10,6 +10,11 @@ recorded pane (``WAVE2.md`` §9.3, §9.6).
 Statuses: ``starting`` → ``idle`` ⇄ ``working`` ⇄ ``needs_input``; ``unknown`` (a prompt's
 delivery could not be confirmed: new prompts are refused until it is resolved), ``exited``
 (the agent is gone), ``closed`` (Baton stopped it).
+
+The harness speaks the session seam (``baton.session``): :class:`_Events` is the
+:data:`~baton.session.protocol.Emit` that folds its events into this session. This module is
+transitional: P4 moves Spawnea onto the one runtime (``engine/runtime``, ``DaemonHost``) and
+deletes it.
 """
 
 from __future__ import annotations
@@ -23,20 +28,28 @@ from typing import Any, Literal
 
 from baton.engine.eventlog import EventLog
 from baton.engine.spawnea.turns import SpawneaTurn, Turns
-from baton.harnesses.base import (
-    Declined,
+from baton.harnesses.base import SessionSpec
+from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
+from baton.session import (
+    Activity,
+    AnswerResult,
     HarnessError,
     Interrupted,
-    PromptRequest,
-    PromptResponse,
-    ScreenState,
-    SessionSpec,
+    PromptRaised,
+    PromptResolved,
+    RunSettings,
+    SessionEvent,
+    StateSeen,
+    Submitted,
+    Submitting,
     Succeeded,
+    Text,
+    TurnEnded,
     TurnInput,
     TurnOutcome,
     Unknown,
 )
-from baton.harnesses.tmux import AnswerResult, TmuxAgentSession, TmuxHarness
+from baton.session import SessionSpec as SeamSpec
 from baton.text import clean
 
 log = logging.getLogger(__name__)
@@ -44,13 +57,6 @@ log = logging.getLogger(__name__)
 SessionStatus = Literal["starting", "idle", "working", "needs_input", "unknown", "exited", "closed"]
 #: A monitor that fails is re-attached after this long (seconds).
 _RESTART_S = 1.0
-
-
-class _NoPrompts:
-    """tmux agents draw their own dialogs (``respond_prompts`` is False); nothing is asked."""
-
-    async def decide(self, turn_id: str, request: PromptRequest, sink: Any) -> PromptResponse:
-        return {"selectedOption": "cancel"}
 
 
 @dataclass
@@ -71,6 +77,8 @@ class HostedSession:
     _monitor: asyncio.Task[None] | None = None
     _delivered: dict[str, asyncio.Event] = field(default_factory=dict)
     _stopping: bool = False
+    #: The dialog the running turn asks now (the harness's request id).
+    _asking: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -82,9 +90,23 @@ class HostedSession:
         HarnessError
             As :meth:`TmuxHarness.open` (nothing is left running on failure).
         """
-        agent = await TmuxHarness(self.adapter).open(self.spec, _Sink(self), _NoPrompts())  # type: ignore[arg-type]
+        options = dict(self.spec.options)
+        attach = options.pop("attach", None)
+        spec = SeamSpec(
+            harness="tmux",
+            workspace=self.spec.workspace,
+            settings=RunSettings(model=self.spec.model),
+            cancel_grace_ms=self.spec.cancel_grace_ms,
+            setup_timeout_s=self.spec.setup_timeout_s,
+            options=options,
+        )
+        harness = TmuxHarness(self.adapter)  # type: ignore[arg-type]
+        events = _Events(self)
+        if attach is None:
+            agent = await harness.open(spec, events)
+        else:
+            agent = await harness.adopt(spec, attach, events)
         self.agent = agent
-        agent.on_state(self._screen)
         self.set_status("idle")
         self.ready.set()
         self.log.append("session_opened", {"tmuxSession": agent.agent_session_id})
@@ -98,7 +120,7 @@ class HostedSession:
             if agent is None:
                 return
             try:
-                await agent.wait_exited()
+                await agent.exited()
                 if not self._stopping:
                     self.set_status("exited")
                     self.log.append("session_exited", {})
@@ -109,7 +131,7 @@ class HostedSession:
                 log.exception("monitor of %s failed; re-attaching", self.session_key)
                 await asyncio.sleep(_RESTART_S)
                 with contextlib.suppress(HarnessError):
-                    attach = agent.attach
+                    attach = agent.attachment
                     options = {**self.spec.options, "attach": attach}
                     self.spec = _with_options(self.spec, options)
                     await self.open()
@@ -121,7 +143,7 @@ class HostedSession:
             self.log.append("status", {"status": status})
             self.on_change(self)
 
-    def _screen(self, state: ScreenState | None) -> None:
+    def _screen(self, state: str | None) -> None:
         if state is None or self.status in ("unknown", "exited", "closed"):
             return
         turn = self.turns.current(self.session_key)
@@ -145,7 +167,7 @@ class HostedSession:
         self._delivered[turn.turn_id] = delivered
         self.set_status("working")
         self._running = asyncio.ensure_future(
-            agent.submit(TurnInput(turn_id=turn.turn_id, prompt=prompt), _Sink(self))
+            agent.submit(TurnInput(turn_id=turn.turn_id, prompt=prompt))
         )
         waiter = asyncio.ensure_future(delivered.wait())
         try:
@@ -167,9 +189,11 @@ class HostedSession:
             If the dialog is a menu with no option ``text`` names (nothing is sent).
         """
         agent = self.agent
-        if agent is None:
-            return AnswerResult(False, "pane_gone", None, "the agent's pane has exited")
-        result = await agent.answer(text)
+        if agent is None or self._asking is None:
+            return AnswerResult(
+                delivered=False, taken=False, by="pane_gone", message="the agent's pane has exited"
+            )
+        result = await agent.answer(self._asking, Text(text=text))
         # A taken answer puts the turn back to work, except when the agent drew another
         # question (``dialog_changed``): that one waits for its own answer. The screen listener
         # only reacts to state changes, and a generic program's screen can keep its question
@@ -231,63 +255,44 @@ class HostedSession:
             self._monitor.cancel()
         if self.agent is not None:
             with contextlib.suppress(Exception):
-                await self.agent.close(detach=True)
+                await self.agent.detach()
 
 
-class _Sink:
-    """The harness reports of one hosted session (see :class:`SessionSink`)."""
+class _Events:
+    """The harness's events of one hosted session (the :data:`~baton.session.protocol.Emit`
+    it was opened with); what today's log and statuses keep of them."""
 
     def __init__(self, hosted: HostedSession) -> None:
         self._hosted = hosted
 
-    def spawned(self, agent_pid: int) -> None:
-        return None
-
-    def session(
-        self,
-        agent_session_id: str,
-        settings: Mapping[str, Any],
-        *,
-        worktree: Mapping[str, str | None] | None = None,
-    ) -> None:
-        return None
-
-    def submitting(self, turn_id: str) -> None:
-        self._hosted.log.append("turn_submitting", {"turnId": turn_id}, wake=False)
-
-    def submitted(self, turn_id: str) -> None:
-        turn = self._hosted.turns.by_id.get(turn_id)
-        if turn is not None:
-            turn.delivered = True
-        self._hosted.log.append("turn_delivered", {"turnId": turn_id})
-        self._hosted.delivered(turn_id)
-
-    def event(self, turn_id: str | None, event: Mapping[str, Any]) -> None:
-        self._hosted.log.append(str(event.get("type", "event")), {"turnId": turn_id})
-
-    def text_delta(self, turn_id: str, delta: str) -> None:
-        return None
-
-    def declined(self, turn_id: str, declined: Declined) -> None:
-        return None
-
-    def pending(self, turn_id: str, request_id: str, request: PromptRequest) -> None:
-        return None
-
-    def resolved(self, turn_id: str, request_id: str, by: str) -> None:
-        return None
-
-    def screen_state(self, turn_id: str, state: ScreenState) -> None:
-        self._hosted.log.append("screen_state", {"turnId": turn_id, "state": state})
-
-    def terminal(self, turn_id: str, outcome: TurnOutcome) -> None:
-        self._hosted.log.append(
-            "turn_ended", {"turnId": turn_id, "state": outcome.state, "reason": outcome.reason}
-        )
-        self._hosted.finished(turn_id, outcome)
-
-    def stderr(self, text: str) -> None:
-        return None
+    def __call__(self, event: SessionEvent) -> None:
+        hosted = self._hosted
+        if isinstance(event, Submitting):
+            hosted.log.append("turn_submitting", {"turnId": event.turn_id}, wake=False)
+        elif isinstance(event, Submitted):
+            turn = hosted.turns.by_id.get(event.turn_id)
+            if turn is not None:
+                turn.delivered = True
+            hosted.log.append("turn_delivered", {"turnId": event.turn_id})
+            hosted.delivered(event.turn_id)
+        elif isinstance(event, Activity):
+            hosted.log.append(event.type, {"turnId": event.turn_id})
+        elif isinstance(event, StateSeen):
+            hosted.log.append("screen_state", {"turnId": event.turn_id, "state": event.state})
+            hosted._screen(event.state)
+        elif isinstance(event, PromptRaised):
+            hosted._asking = event.request_id
+        elif isinstance(event, PromptResolved):
+            if hosted._asking == event.request_id:
+                hosted._asking = None
+        elif isinstance(event, TurnEnded):
+            outcome = event.outcome
+            hosted.log.append(
+                "turn_ended",
+                {"turnId": event.turn_id, "state": outcome.state, "reason": outcome.reason},
+            )
+            hosted._asking = None
+            hosted.finished(event.turn_id, outcome)
 
 
 def _with_options(spec: SessionSpec, options: Mapping[str, Any]) -> SessionSpec:

@@ -24,8 +24,8 @@ from typing import Any
 from baton.engine.spawnea.catalog import API_VERSION
 from baton.engine.spawnea.hosted import HostedSession
 from baton.engine.spawnea.turns import CHECK_BYTES, CompactPosition, SpawneaTurn, compact_check
-from baton.harnesses.tmux.output import CompactOutput
 from baton.paging import page_utf8
+from baton.session.terminal import CompactOutput
 
 
 async def extracted(hosted: HostedSession | None, turn: SpawneaTurn) -> CompactOutput | None:

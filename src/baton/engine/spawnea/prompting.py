@@ -24,7 +24,7 @@ from baton.engine.spawnea.output import extracted, turn_output
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.turns import Cursor, SpawneaTurn
 from baton.errors import BatonError
-from baton.harnesses.tmux import AnswerRefused
+from baton.session.errors import AnswerRefused
 
 
 class Prompting(ServiceBase):

@@ -5,9 +5,6 @@ See ``docs/tmux-harness.md`` for what each adapter needs and what ``completionBa
 
 from __future__ import annotations
 
-from baton.harnesses.keys import KEY_NAMES
-from baton.harnesses.tmux.adapters.dialogs import AnswerRefused
-from baton.harnesses.tmux.answering import AnswerResult
 from baton.harnesses.tmux.harness import (
     AttachmentStatus,
     TmuxHarness,
@@ -15,21 +12,15 @@ from baton.harnesses.tmux.harness import (
     check_attachment,
 )
 from baton.harnesses.tmux.options import Attachment, TmuxOptions
-from baton.harnesses.tmux.output import CompactOutput
-from baton.harnesses.tmux.session import RawOutput, TmuxAgentSession, TurnRecord
+from baton.harnesses.tmux.session import PaneTurn, TmuxAgentSession
 
 __all__ = [
-    "KEY_NAMES",
-    "AnswerRefused",
-    "AnswerResult",
     "Attachment",
     "AttachmentStatus",
-    "CompactOutput",
-    "RawOutput",
+    "PaneTurn",
     "TmuxAgentSession",
     "TmuxHarness",
     "TmuxOptions",
-    "TurnRecord",
     "capabilities_for",
     "check_attachment",
 ]

@@ -7,19 +7,25 @@ a bounded moment: the answer was *taken* when the dialog went away (the agent wo
 exited) or was replaced by another question. A dialog still drawn as it was means the agent
 ignored what was sent (measured: Droid 0.225.2's permission menu ignores typed ``y`` and ``1``),
 and that is reported, never papered over as delivered.
+
+What became of an answer is the seam's :class:`~baton.session.prompts.AnswerResult`: ``by`` says
+how it was taken (``dialog_closed``, ``dialog_changed``: another question is drawn,
+``screen_changed``: a generic program's screen moved on, ``agent_exited``) or why not
+(``dialog_unchanged``: ``delivered`` but not ``taken``; ``pane_gone``: not ``delivered``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from baton.harnesses.tmux.adapters.base import Screen
 from baton.harnesses.tmux.adapters.dialogs import Answer
 from baton.harnesses.tmux.monitor import Observation
 from baton.harnesses.tmux.pane_context import PaneContext
 from baton.panes.server import TmuxError
+from baton.session.prompts import AnswerResult
 
 #: How long the screen is watched for the dialog to go away after an answer (s).
 TAKEN_WAIT_S = 3.0
@@ -29,19 +35,13 @@ KEY_GAP_S = 0.08
 TYPED_MAX = 40
 #: How often the screen is captured while waiting (s).
 _POLL_S = 0.1
+#: What a pane that is gone answers.
+_GONE = "the agent's pane has exited"
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerResult:
-    """What became of an answer. ``taken``: the dialog went away or changed to another
-    question; ``by`` says how (``dialog_closed``, ``dialog_changed``: another question is drawn,
-    ``screen_changed``: a generic program's screen moved on, ``agent_exited``) or why not
-    (``dialog_unchanged``, ``pane_gone``); ``choice`` is the option picked (None: text)."""
-
-    taken: bool
-    by: str
-    choice: str | None
-    message: str
+def gone(choice: str | None = None) -> AnswerResult:
+    """The result of an answer to a pane that is gone (nothing reached the agent)."""
+    return AnswerResult(delivered=False, taken=False, by="pane_gone", choice=choice, message=_GONE)
 
 
 async def answer(ctx: PaneContext, text: str, *, wait_s: float = TAKEN_WAIT_S) -> AnswerResult:
@@ -52,15 +52,29 @@ async def answer(ctx: PaneContext, text: str, *, wait_s: float = TAKEN_WAIT_S) -
     AnswerRefused
         If the adapter's dialog has no option ``text`` names (nothing was sent).
     """
+    return await answer_with(ctx, lambda screen: ctx.adapter.answer_keys(text, screen), wait_s)
+
+
+async def answer_with(
+    ctx: PaneContext, plan_for: Callable[[Screen], Answer], wait_s: float = TAKEN_WAIT_S
+) -> AnswerResult:
+    """Send the :class:`Answer` ``plan_for`` makes of the screen now and watch it for
+    ``wait_s`` (see :func:`answer`).
+
+    Raises
+    ------
+    AnswerRefused
+        If ``plan_for`` refuses (nothing was sent).
+    """
     before = await _refresh(ctx)
     if not before.alive:
-        return AnswerResult(False, "pane_gone", None, "the agent's pane has exited")
-    plan = ctx.adapter.answer_keys(text, before.screen)
+        return gone()
+    plan = plan_for(before.screen)
     dialog = _dialog(before.screen)
     try:
         await _send(ctx, plan)
     except TmuxError:
-        return AnswerResult(False, "pane_gone", plan.choice, "the agent's pane has exited")
+        return gone(plan.choice)
     return await _watch(ctx, plan, dialog, wait_s)
 
 
@@ -89,9 +103,9 @@ async def _watch(ctx: PaneContext, plan: Answer, dialog: str, wait_s: float) -> 
     while True:
         now = await _refresh(ctx)
         if not now.alive:
-            return AnswerResult(True, "agent_exited", plan.choice, "the agent exited")
+            return _taken("agent_exited", plan, "the agent exited")
         if now.state != "needs_input":
-            return AnswerResult(True, "dialog_closed", plan.choice, "the agent took the answer")
+            return _taken("dialog_closed", plan, "the agent took the answer")
         shown = _dialog(now.screen)
         typed = plan.typed.strip()
         # A changed dialog is another question, unless all that changed is our text sitting in
@@ -100,22 +114,23 @@ async def _watch(ctx: PaneContext, plan: Answer, dialog: str, wait_s: float) -> 
             if not ctx.adapter.exact_turn_end:
                 # A generic program's question marker lingers on the lines its answer scrolls
                 # in below it: a changed screen there is the answer being worked on.
-                return AnswerResult(
-                    True, "screen_changed", plan.choice, "the program's screen moved on"
-                )
-            return AnswerResult(
-                True, "dialog_changed", plan.choice, "the agent took the answer and asks again"
-            )
+                return _taken("screen_changed", plan, "the program's screen moved on")
+            return _taken("dialog_changed", plan, "the agent took the answer and asks again")
         if time.monotonic() >= deadline:
             sent = f"option {plan.choice!r}" if plan.choice else repr(plan.typed[:40])
             return AnswerResult(
-                False,
-                "dialog_unchanged",
-                plan.choice,
-                f"the agent's dialog is still open after {sent} was sent: it did not take the "
-                "answer (see the screen; answer with one of its options)",
+                delivered=True,
+                taken=False,
+                by="dialog_unchanged",
+                choice=plan.choice,
+                message=f"the agent's dialog is still open after {sent} was sent: it did not take "
+                "the answer (see the screen; answer with one of its options)",
             )
         await asyncio.sleep(_POLL_S)
+
+
+def _taken(by: str, plan: Answer, message: str) -> AnswerResult:
+    return AnswerResult(delivered=True, taken=True, by=by, choice=plan.choice, message=message)
 
 
 def _dialog(screen: Screen) -> str:

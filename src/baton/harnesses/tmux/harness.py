@@ -1,4 +1,5 @@
-"""The tmux harness: opens (launches or re-adopts) agent TUIs in panes of Baton's tmux server.
+"""The tmux harness: opens (launches) and adopts (re-attaches to) agent TUIs in panes of Baton's
+tmux server, as sessions of the seam (:class:`~baton.session.protocol.Harness`).
 
 Launch (WAVE2 §9.1): validate the options, write first-run configuration into the operator-chosen
 agent HOME, start the program through the launcher (environment from a private file, never argv)
@@ -6,18 +7,20 @@ as the only pane of a new detached session on Baton's private server, pipe its o
 log in the same tmux call, and wait for readiness: the adapter's ready marker, no dialog, and the
 screen holding for the settle time. Re-adoption (§9.6): the recorded pane must still exist with the
 recorded pid, and that pid must still be the process that started at the recorded time.
+
+Both report ``AgentStarted`` (the pane's pid) and, once the session is usable, ``Opened`` with
+what the agent is doing (:func:`observed_at_adoption`). The harness runs in the daemon (registry
+placement ``daemon``): the agent lives in Baton's tmux server, outside every Baton process group,
+so it survives the daemon by design and the next one adopts it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import shlex
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,57 +29,57 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from baton.harnesses.base import (
-    HarnessCapabilities,
-    HarnessError,
-    PromptPolicy,
-    SessionSink,
-    SessionSpec,
+from baton.harnesses.tmux.adapters import (
+    ClaudeAdapter,
+    CodexAdapter,
+    DroidAdapter,
+    GenericAdapter,
+    TuiAdapter,
 )
-from baton.harnesses.tmux.adapters import Screen, TuiAdapter, adapter_for
-from baton.harnesses.tmux.adapters.generic import GenericAdapter
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
 from baton.harnesses.tmux.options import AdapterName, Attachment, TmuxOptions
 from baton.harnesses.tmux.pane_context import PaneContext
 from baton.harnesses.tmux.session import TmuxAgentSession
+from baton.harnesses.tmux.startup import (
+    await_ready,
+    inherited,
+    pipe_command,
+    private_dirs,
+    write_launch_file,
+)
+from baton.hosts import LOCAL_HOST_ID, Host
 from baton.panes import launcher, procs, rawlog
 from baton.panes.names import session_name
-from baton.panes.redact import redact, secret_values
+from baton.panes.redact import secret_values
 from baton.panes.server import TmuxError, TmuxServer
-
-#: Variables of Baton's own terminal that must not reach a pane (tmux sets the pane's own).
-_NOT_INHERITED = ("TMUX", "TMUX_PANE", "TERM", "COLORTERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION")
-#: Continuous-integration markers (the ``is-in-ci`` rule: ``CI``, ``CONTINUOUS_INTEGRATION``, any
-#: ``CI_*``). A pane is an interactive terminal whatever ran Baton; with ``CI`` set, Ink-based TUIs
-#: draw no input box at all (measured: Droid 0.225.2 never shows ``? for help``). An operator who
-#: wants one sets it in the session's ``env``.
-_CI_MARKERS = ("CI", "CONTINUOUS_INTEGRATION")
+from baton.session.errors import HarnessError, NotAdoptable
+from baton.session.events import AgentStarted, Observed
+from baton.session.protocol import Emit, HarnessCapabilities
+from baton.session.spec import JsonObject, SessionSpec
 
 
-def _inherited(environ: Mapping[str, str]) -> dict[str, str]:
-    """The part of Baton's own environment a pane starts from (``environ`` minus terminal and CI
-    variables)."""
-    return {
-        k: v
-        for k, v in environ.items()
-        if k not in _NOT_INHERITED and k not in _CI_MARKERS and not k.startswith("CI_")
-    }
-
-
-#: Codex draws its model-migration popup after the composer (0.8 s with --no-daemon, measured);
-#: its readiness holds a little longer than the others'.
-_MIN_SETTLE_S = {"codex": 0.6}
+def adapter_for(options: TmuxOptions, ready_line: str | None = None) -> TuiAdapter:
+    """The adapter named by ``options.adapter``, configured from ``options``."""
+    if options.adapter == "claude":
+        return ClaudeAdapter()
+    if options.adapter == "codex":
+        return CodexAdapter()
+    if options.adapter == "droid":
+        return DroidAdapter()
+    return GenericAdapter(
+        ready_pattern=options.readyPattern,
+        idle_pattern=options.idlePattern,
+        needs_input_pattern=options.needsInputPattern,
+        interrupt_keys=options.interruptKeys,
+        exit_command=options.exitCommand,
+        ready_line=ready_line,
+    )
 
 
 def capabilities_for(adapter: AdapterName | None) -> HarnessCapabilities:
     """The tmux harness's capabilities with ``adapter`` (exact turn ends except for ``generic``)."""
-    return HarnessCapabilities(
-        respond_prompts=False,
-        exact_turn_end=adapter is not None and adapter != "generic",
-        queue=False,
-        detached=True,
-    )
+    return HarnessCapabilities(exact_turn_end=adapter is not None and adapter != "generic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,31 +117,31 @@ class TmuxHarness:
     """Drives agent TUIs in tmux panes; see the module docstring and ``docs/tmux-harness.md``.
 
     ``adapter`` pins the adapter this instance serves (its capabilities depend on it); None
-    accepts any adapter named in the options and reports ``exact_turn_end`` False.
+    accepts any adapter named in the options and reports ``exact_turn_end`` False. ``machine``
+    is where the panes live; only this machine for now (the panes' tmux server is driven
+    locally; running it through a remote :class:`~baton.hosts.Host` is W3-D's second half).
+
+    Raises
+    ------
+    ValueError
+        If ``machine`` is not the local machine.
     """
 
-    name = "tmux"
+    kind = "tmux"
 
-    def __init__(self, adapter: AdapterName | None = None) -> None:
+    def __init__(self, adapter: AdapterName | None = None, *, machine: Host | None = None) -> None:
+        if machine is not None and machine.id != LOCAL_HOST_ID:
+            raise ValueError(
+                f"the tmux harness runs agents on this machine only, not on {machine.id!r}"
+            )
         self.adapter = adapter
         self.capabilities = capabilities_for(adapter)
 
-    async def list_models(self, cwd: str) -> list[dict[str, Any]]:
+    async def list_models(self, cwd: str) -> list[JsonObject]:
         """No catalogue: a TUI's models are its own configuration."""
         return []
 
-    async def open(
-        self, spec: SessionSpec, sink: SessionSink, prompts: PromptPolicy
-    ) -> TmuxAgentSession:
-        """Launch the agent of ``spec.options`` in a new pane, or re-adopt ``options["attach"]``.
-
-        Raises
-        ------
-        HarnessError
-            ``invalid_options``, ``invalid_command``, ``seed_failed``, ``session_exists``,
-            ``tmux_failed``, ``agent_exited`` (with the pane's last output), ``not_ready``
-            (a dialog or no ready marker within ``spec.setup_timeout_s``), ``attach_failed``.
-        """
+    def _options(self, spec: SessionSpec) -> TmuxOptions:
         try:
             options = TmuxOptions.model_validate(dict(spec.options))
         except ValidationError as exc:
@@ -147,12 +150,72 @@ class TmuxHarness:
             raise HarnessError(
                 "invalid_options", f"this harness drives {self.adapter!r}, not {options.adapter!r}"
             )
+        return options
+
+    async def open(self, spec: SessionSpec, emit: Emit) -> TmuxAgentSession:
+        """Launch the agent of ``spec.options`` in a new pane; emits ``AgentStarted`` and, once
+        it is ready, ``Opened`` (``idle``).
+
+        Raises
+        ------
+        HarnessError
+            ``invalid_options`` (``command`` is required), ``invalid_command``,
+            ``seed_failed``, ``session_exists``, ``tmux_failed``, ``agent_exited`` (with the
+            pane's last output), ``not_ready`` (a dialog or no ready marker within
+            ``spec.setup_timeout_s``). The pane is gone again.
+        """
+        options = self._options(spec)
+        if options.command is None:
+            raise HarnessError("invalid_options", "'command' is required to launch an agent")
         scratch = options.log_dir()
         server = TmuxServer(Path(options.socketPath))
-        await asyncio.to_thread(_private_dirs, Path(options.socketPath).parent, scratch)
-        if options.attach is not None:
-            return await self._adopt(spec, options, server, scratch, sink)
-        return await self._launch(spec, options, server, scratch, sink)
+        await asyncio.to_thread(private_dirs, Path(options.socketPath).parent, scratch)
+        return await self._launch(spec, options, server, scratch, emit)
+
+    async def adopt(
+        self, spec: SessionSpec, attachment: JsonObject, emit: Emit
+    ) -> TmuxAgentSession:
+        """Re-attach to the recorded pane ``attachment`` (:attr:`TmuxAgentSession.attachment`)
+        without touching the agent; emits ``AgentStarted`` and ``Opened`` with what the agent
+        is doing (:func:`observed_at_adoption`). ``spec.options`` needs no ``command``.
+
+        Raises
+        ------
+        HarnessError
+            ``invalid_options`` (bad options, or an attachment of another adapter).
+        NotAdoptable
+            If the attachment is malformed or names no live pane with the recorded process
+            (``check_attachment``'s reason in the message); nothing is changed.
+        """
+        options = self._options(spec)
+        try:
+            attach = Attachment.model_validate(attachment)
+        except ValidationError as exc:
+            raise NotAdoptable(f"the recorded attachment is not valid: {exc}") from None
+        if attach.adapter != options.adapter:
+            raise HarnessError(
+                "invalid_options",
+                f"the attachment was recorded for adapter {attach.adapter!r}, "
+                f"not {options.adapter!r}",
+            )
+        status = await check_attachment(attach)
+        if not status.alive:
+            raise NotAdoptable(f"the recorded pane cannot be re-adopted: {status.reason}")
+        scratch = options.log_dir()
+        await asyncio.to_thread(private_dirs, Path(options.socketPath).parent, scratch)
+        server = TmuxServer(Path(attach.socketPath))
+        adapter = adapter_for(options, ready_line=attach.readyLine)
+        env = dict(options.env)
+        env.setdefault("HOME", attach.home)
+        ctx = _context(server, adapter, options, spec, scratch, attach, {**os.environ, **env})
+        with contextlib.suppress(TmuxError):
+            await ctx.pane.pipe(pipe_command(attach.rawLog))  # -o: only if the old pipe died
+        await ctx.monitor.refresh()
+        emit(AgentStarted(pid=attach.panePid))
+        session = TmuxAgentSession(ctx, emit, adopted=True, seeded=[])
+        ctx.monitor.start()
+        session.opened(observed_at_adoption(ctx))
+        return session
 
     # -- launch ---------------------------------------------------------------------------------
 
@@ -162,15 +225,15 @@ class TmuxHarness:
         options: TmuxOptions,
         server: TmuxServer,
         scratch: Path,
-        sink: SessionSink,
+        emit: Emit,
     ) -> TmuxAgentSession:
         adapter = adapter_for(options)
         workspace = spec.workspace
         if not await asyncio.to_thread(os.path.isdir, workspace):
             raise HarnessError("invalid_options", f"workspace is not a directory: {workspace}")
         home = options.agentHome or options.env.get("HOME") or os.environ.get("HOME", "/")
-        plan = adapter.launch(list(options.command or []), spec.model)
-        env = _inherited(os.environ)
+        plan = adapter.launch(list(options.command or []), spec.settings.model)
+        env = inherited(os.environ)
         env.update(plan.env)
         env.update(options.env)
         env["HOME"] = home
@@ -192,7 +255,7 @@ class TmuxHarness:
         if await server.has_session(name):
             raise HarnessError("session_exists", f"a tmux session named {name!r} already exists")
         await asyncio.to_thread(server.write_config)
-        spec_file = await asyncio.to_thread(_write_launch_file, scratch, plan.argv, env)
+        spec_file = await asyncio.to_thread(write_launch_file, scratch, plan.argv, env)
         base = scratch / f"{name}.raw"
         try:
             info = await server.new_session(
@@ -201,7 +264,7 @@ class TmuxHarness:
                 cwd=workspace,
                 width=options.width,
                 height=options.height,
-                pipe_command=_pipe_command(str(base)),
+                pipe_command=pipe_command(str(base)),
             )
         except TmuxError as exc:
             with contextlib.suppress(OSError):
@@ -220,10 +283,10 @@ class TmuxHarness:
             rawLog=str(base),
         )
         ctx = _context(server, adapter, options, spec, scratch, attach, env)
-        sink.spawned(info.pane_pid)
-        session = TmuxAgentSession(ctx, adopted=False, seeded=seeded)
+        emit(AgentStarted(pid=info.pane_pid))
+        session = TmuxAgentSession(ctx, emit, adopted=False, seeded=seeded)
         try:
-            await _await_ready(ctx, spec.setup_timeout_s, started is not None)
+            await await_ready(ctx, spec.setup_timeout_s, started is not None)
         except BaseException:
             await session.close()
             raise
@@ -231,38 +294,22 @@ class TmuxHarness:
             with contextlib.suppress(OSError):
                 spec_file.unlink()
         ctx.monitor.start()
-        sink.session(name, session.settings)
+        session.opened("idle")
         return session
 
-    # -- re-adoption ----------------------------------------------------------------------------
 
-    async def _adopt(
-        self,
-        spec: SessionSpec,
-        options: TmuxOptions,
-        server: TmuxServer,
-        scratch: Path,
-        sink: SessionSink,
-    ) -> TmuxAgentSession:
-        attach = options.attach
-        assert attach is not None
-        status = await check_attachment(attach)
-        if not status.alive:
-            raise HarnessError(
-                "attach_failed", f"the recorded pane cannot be re-adopted: {status.reason}"
-            )
-        adapter = adapter_for(options, ready_line=attach.readyLine)
-        env = dict(options.env)
-        env.setdefault("HOME", attach.home)
-        ctx = _context(server, adapter, options, spec, scratch, attach, {**os.environ, **env})
-        with contextlib.suppress(TmuxError):
-            await ctx.pane.pipe(_pipe_command(attach.rawLog))  # -o: only if the old pipe died
-        await ctx.monitor.refresh()
-        ctx.monitor.start()
-        sink.spawned(attach.panePid)
-        session = TmuxAgentSession(ctx, adopted=True, seeded=[])
-        sink.session(attach.sessionName, session.settings)
-        return session
+def observed_at_adoption(ctx: PaneContext) -> Observed:
+    """What a re-adopted agent is doing, as :class:`~baton.session.events.Opened` reports it.
+
+    Always ``idle`` for now, as before the session runtime: a screen that shows work cannot say
+    whose turn it is or when it ends, and a dialog on it belongs to a turn no one watches, so a
+    re-adopted session takes new prompts only once the agent is idle (a prompt before that is
+    refused ``agent_busy`` without typing). The agent's own reports (W3-B) make this exact: this
+    is where they return ``working`` or ``needs_input``, with the running turn's id and its
+    pending prompt in ``Opened.turn_id``/``Opened.pending``, and the session goes on watching
+    that turn.
+    """
+    return "idle"
 
 
 def _context(
@@ -295,72 +342,3 @@ def _context(
     )
     files.pids = ctx.tree_pids
     return ctx
-
-
-async def _await_ready(ctx: PaneContext, timeout_s: float, started: bool) -> None:
-    """Wait for the adapter's ready screen to hold for the settle time (WAVE2 §9.1)."""
-    settle = max(ctx.options.settleMs / 1000, _MIN_SETTLE_S.get(ctx.adapter.name, 0.0))
-    deadline = time.monotonic() + timeout_s
-    ready_since: float | None = None
-    screen = Screen(())
-    generic = isinstance(ctx.adapter, GenericAdapter)
-    while started:
-        try:
-            observation = await ctx.monitor.refresh()
-        except TmuxError:
-            observation = ctx.monitor.latest
-        if not observation.alive:
-            break
-        # A generic program has no marker of its own: its screen must also hold still.
-        changed = generic and observation.screen != screen
-        screen = observation.screen
-        if ctx.adapter.ready(screen) and not changed:
-            ready_since = ready_since or time.monotonic()
-            if time.monotonic() - ready_since >= settle:
-                if isinstance(ctx.adapter, GenericAdapter):
-                    ctx.adapter.learn_ready_line(screen)
-                    ctx.attach = ctx.attach.model_copy(update={"readyLine": ctx.adapter.ready_line})
-                return
-        else:
-            ready_since = None if not ctx.adapter.ready(screen) else time.monotonic()
-        if time.monotonic() >= deadline:
-            blocked = ctx.adapter.blocked(screen) or ctx.adapter.classify(screen) == "needs_input"
-            why = "a dialog is open" if blocked else "its ready screen did not appear"
-            tail = redact("\n".join(screen.bottom(8)), ctx.secrets)
-            raise HarnessError(
-                "not_ready",
-                f"{ctx.adapter.name} is not ready after {timeout_s:.0f} s: {why}. Screen:\n{tail}",
-            )
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(0.2)  # let the log writer flush the last words
-    last = ctx.rawlog.tail(2000).decode("utf-8", errors="replace")
-    raise HarnessError(
-        "agent_exited",
-        f"the agent exited during startup: {redact(last, ctx.secrets).strip()[-800:]}",
-    )
-
-
-def _private_dirs(*paths: Path) -> None:
-    for path in paths:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-
-
-def _write_launch_file(scratch: Path, argv: list[str], env: Mapping[str, str]) -> Path:
-    fd, name = tempfile.mkstemp(dir=scratch, prefix=".launch-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump({"argv": argv, "env": dict(env)}, handle)
-    return Path(name)
-
-
-def _pipe_command(base: str) -> str:
-    """The shell command ``pipe-pane`` runs: the raw-log writer, replacing the shell."""
-    parts = (
-        sys.executable,
-        "-I",
-        "-S",
-        rawlog.__file__,
-        base,
-        str(rawlog.SEGMENT_BYTES),
-        str(rawlog.KEEP_SEGMENTS),
-    )
-    return "exec " + " ".join(shlex.quote(part) for part in parts)

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from baton.aio import cancel_and_wait
-from baton.harnesses.base import ScreenState
-from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
+from baton.harnesses.tmux.adapters.base import Screen, ScreenState, TuiAdapter
 from baton.panes import procs
 from baton.panes.rawlog import RawLog
 from baton.panes.server import TmuxError, TmuxPane

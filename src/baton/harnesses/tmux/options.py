@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from baton.harnesses.keys import ExitCommand, KeyName
+from baton.config.keys import ExitCommand, KeyName
 
 AdapterName = Literal["droid", "claude", "codex", "generic"]
 
@@ -48,7 +48,8 @@ Pattern = Annotated[str, AfterValidator(_regex)]
 
 class Attachment(BaseModel):
     """Where a pane lives and which process it runs: enough to find it again after Baton restarts
-    (WAVE2 §9.6). Persist it as JSON (``model_dump()``); hand it back as ``options["attach"]``."""
+    (WAVE2 §9.6). Persist it as JSON (``model_dump()``); hand it back to
+    :meth:`~baton.harnesses.tmux.harness.TmuxHarness.adopt`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -85,8 +86,8 @@ class TmuxOptions(BaseModel):
     """Which TUI: ``droid``, ``claude``, ``codex`` (each with a durable done record) or
     ``generic`` (screen only)."""
     command: list[str] | None = Field(default=None, min_length=1)
-    """The agent's argv (the first item is looked up on the pane's PATH). Required unless
-    ``attach`` is given. The adapter may append flags it needs (Codex: ``--no-daemon``,
+    """The agent's argv (the first item is looked up on the pane's PATH). Required to launch
+    (not to re-adopt a pane). The adapter may append flags it needs (Codex: ``--no-daemon``,
     ``--no-alt-screen``)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Added to Baton's own environment for the pane's process (API keys, base URLs, and the
@@ -102,8 +103,6 @@ class TmuxOptions(BaseModel):
     the agent uses ``env["HOME"]`` or Baton's HOME."""
     logDir: AbsolutePath | None = None
     """Where raw pane logs and launcher files go (created 0700); default: ``<socket dir>/panes``."""
-    attach: Attachment | None = None
-    """A recorded attachment to re-adopt instead of launching."""
     readyPattern: Pattern | None = None
     """Generic: a regex that, matched against the bottom lines of the screen, means ready."""
     idlePattern: Pattern | None = None
@@ -113,7 +112,7 @@ class TmuxOptions(BaseModel):
     needsInputPattern: Pattern | None = None
     """Generic: a regex that means the program asks something (reported ``needs_input``)."""
     interruptKeys: list[KeyName] | None = Field(default=None, min_length=1, max_length=8)
-    """Generic: tmux key names (:data:`baton.harnesses.keys.KEY_NAMES`) pressed, in order, to
+    """Generic: tmux key names (:data:`baton.config.keys.KEY_NAMES`) pressed, in order, to
     interrupt a turn (default ``["C-c"]``)."""
     exitCommand: ExitCommand | None = None
     """Generic: one line of text typed (then Enter) to make the program exit when the session
@@ -131,12 +130,6 @@ class TmuxOptions(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> TmuxOptions:
-        if self.attach is None and self.command is None:
-            raise ValueError("'command' is required to launch an agent (or give 'attach')")
-        if self.attach is not None and self.attach.adapter != self.adapter:
-            raise ValueError(
-                f"'attach' was recorded for adapter {self.attach.adapter!r}, not {self.adapter!r}"
-            )
         if self.adapter != "generic":
             extras = [
                 name

@@ -1,24 +1,29 @@
-"""A turn's compact answer: from the agent's session file where there is one, else from the screen.
+"""A pane's output: pages of its raw log, and a turn's compact answer.
 
-Screen text is lossy (the agents hard-wrap lines and render markdown, ``tmux-agents.md`` §4), so it
-is the fallback: the lines after the prompt's echo, without spinner lines, box borders and the
-returning prompt. Either way the text is made safe to print, redacted and bounded before anyone
-sees it.
+Raw pages (:func:`read_raw`) are the pane's bytes as written, terminal escapes kept, redacted and
+cut back to whole UTF-8 characters. The compact answer comes from the agent's session file where
+there is one, else from the screen. Screen text is lossy (the agents hard-wrap lines and render
+markdown, ``tmux-agents.md`` §4), so it is the fallback: the lines after the prompt's echo,
+without spinner lines, box borders and the returning prompt. Either way the text is made safe to
+print, redacted and bounded before anyone sees it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Literal
 
 from baton.harnesses.tmux.files import normalize
-from baton.panes.redact import clip_utf8, redact
+from baton.panes.rawlog import RawLog
+from baton.panes.redact import blank, clip_utf8, redact, secret_spans
+from baton.session.terminal import CompactOutput, RawOutput
 from baton.text import terminal_safe
 
 #: Bound of a compact answer (UTF-8 bytes; the head is dropped first and counted in ``omitted``).
 COMPACT_LIMIT = 64 * 1024
+#: Bytes around a raw page also searched for secrets (longer than any credential).
+REDACT_MARGIN = 512
 
 _BOX_ONLY = re.compile(r"^[\s─━│┃┄┅┆┇┈┉┊┋╌╍╎╏═║╭╮╯╰┌┐└┘├┤┬┴┼╔╗╚╝▔▁]*$")
 _BORDERED = re.compile(r"^\s*[│┃╭╰┌└╔╚║]")
@@ -26,15 +31,29 @@ _SPINNER = re.compile(r"^\s*[\u2800-\u28ff✻✽✶✢✳∗◐◓◑◒]")
 _BUSY = re.compile(r"esc to interrupt|Press ESC to stop|esc to cancel", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class CompactOutput:
-    """A compact answer: ``text`` (redacted, at most :data:`COMPACT_LIMIT` bytes), ``omitted``
-    bytes dropped from its start, and where it came from (``agent_record``: the agent's session
-    file; ``screen``: the screen, with spinners and boxes removed)."""
-
-    text: str
-    omitted: int
-    source: Literal["agent_record", "screen"]
+def read_raw(log: RawLog, offset: int, limit: int, secrets: Iterable[str]) -> RawOutput:
+    """Up to ``limit`` raw bytes of ``log`` from absolute ``offset``, cut back to a whole UTF-8
+    character and redacted (terminal escapes kept: raw is otherwise unfiltered). A secret that a
+    page boundary cuts in two is found in a wider window, so neither page shows a piece of it."""
+    chunk = log.read(offset, limit)
+    data = chunk.data
+    cut = len(data)
+    # Step back over an incomplete UTF-8 sequence at the end (unless it is all we have).
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:
+            need = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
+            if need > back and len(data) > back:
+                cut = len(data) - back
+            break
+    end = chunk.start + cut
+    wide = log.read(max(0, chunk.start - REDACT_MARGIN), cut + 2 * REDACT_MARGIN)
+    spans = [
+        (a - (chunk.start - wide.start), b - (chunk.start - wide.start))
+        for a, b in secret_spans(wide.data, tuple(secrets))
+    ]
+    text = blank(data[:cut], spans).decode("utf-8", errors="replace")
+    return RawOutput(text=text, start=chunk.start, end=end, expired=chunk.expired)
 
 
 def compact(

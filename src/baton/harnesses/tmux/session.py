@@ -1,10 +1,16 @@
-"""An agent TUI in a tmux pane, as an :class:`~baton.harnesses.base.AgentSession`.
+"""An agent TUI in a tmux pane, as an :class:`~baton.session.protocol.AgentSession`.
 
-The pane outlives this object (``detached``): :meth:`TmuxAgentSession.close` with ``detach=True``
-only stops watching, and another process can re-adopt the pane from :attr:`attach`. Beyond the
-session interface it offers what the Spawnea surface needs (WAVE2 §8.2): the raw pane log with
-byte cursors, the compact answer of the last turn, a screen snapshot, typing an answer into a turn
-that needs input, and the pane's screen state as it changes.
+Everything the session observes goes to the :data:`~baton.session.protocol.Emit` it was opened
+with (``baton/session/events.py``): ``AgentStarted`` and ``Opened`` (from the harness), then per
+turn ``Submitting`` … ``TurnEnded`` (:mod:`~baton.harnesses.tmux.turn`), the screen's states and
+the dialogs the agent draws as prompts (:mod:`~baton.harnesses.tmux.signals`), and
+``AgentExited`` once when the pane's process is gone. A turn running when the agent goes away
+ends first (its ``TurnEnded`` comes before ``AgentExited``), so its outcome is the harness's own.
+
+The pane outlives this object: :meth:`TmuxAgentSession.detach` only stops watching, and another
+process can re-adopt the pane from :attr:`~TmuxAgentSession.attachment`. The session is also the
+:class:`~baton.session.terminal.TerminalView` of its pane (:attr:`~TmuxAgentSession.terminal`):
+the raw pane log with byte cursors, a turn's compact answer, a screen snapshot.
 """
 
 from __future__ import annotations
@@ -12,45 +18,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baton.harnesses.base import Failed, ScreenState, SessionSink, TurnInput, TurnOutcome
-from baton.harnesses.keys import unknown_keys
-from baton.harnesses.tmux.answering import TYPED_MAX, AnswerResult, answer
-from baton.harnesses.tmux.monitor import Observation
-from baton.harnesses.tmux.output import CompactOutput
+from baton.harnesses.tmux import session_input
+from baton.harnesses.tmux.adapters.base import ScreenState
+from baton.harnesses.tmux.answering import answer_with
+from baton.harnesses.tmux.output import read_raw
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.harnesses.tmux.turn import TurnControl, TurnRun
+from baton.harnesses.tmux.turn import TurnControl, TurnRun, ready_for_prompt
 from baton.panes import procs
-from baton.panes.redact import blank, redact, secret_spans
+from baton.panes.redact import redact
 from baton.panes.server import TmuxError
-
-#: How long :meth:`TmuxAgentSession.submit` waits for a busy screen to go idle first (s).
-_IDLE_WAIT_S = 5.0
-#: How long the screen must have been idle before a prompt is pasted (s).
-_IDLE_HOLD_S = 0.5
-#: Bytes around a raw page also searched for secrets (longer than any credential).
-_REDACT_MARGIN = 512
-
-
-@dataclass(frozen=True, slots=True)
-class RawOutput:
-    """Redacted text of raw pane bytes ``start``..``end`` (absolute offsets; ``end`` is the next
-    cursor). ``expired``: the requested offset was rotated away, ``start`` moved forward."""
-
-    text: str
-    start: int
-    end: int
-    expired: bool
+from baton.session.errors import SessionBusy
+from baton.session.events import AgentExited, Observed, Opened, ReportedSettings, TurnEnded
+from baton.session.outcomes import TurnOutcome
+from baton.session.prompts import AnswerResult, PromptAnswer
+from baton.session.protocol import Emit
+from baton.session.spec import Attachment, TurnInput
+from baton.session.terminal import CompactOutput, RawOutput, TerminalView
 
 
 @dataclass(frozen=True, slots=True)
-class TurnRecord:
-    """The last turn: its id, its raw-log range (``raw_end`` None while it runs), its compact
-    output (None while it runs), and its terminal state."""
+class PaneTurn:
+    """The pane's last turn: its id, its raw-log range (``raw_end`` None while it runs), its
+    compact output (None while it runs), and its terminal state."""
 
     turn_id: str
     raw_start: int
@@ -62,15 +55,21 @@ class TurnRecord:
 class TmuxAgentSession:
     """One agent in one pane. Built by :class:`~baton.harnesses.tmux.harness.TmuxHarness`."""
 
-    def __init__(self, ctx: PaneContext, *, adopted: bool, seeded: list[str]) -> None:
+    def __init__(self, ctx: PaneContext, emit: Emit, *, adopted: bool, seeded: list[str]) -> None:
         self._ctx = ctx
+        self._emit = emit
         self._adopted = adopted
         self._seeded = seeded
         self._running: TurnRun | None = None
+        self._idle = asyncio.Event()  # no turn runs
+        self._idle.set()
         self._control = TurnControl()
-        self._closed = False
-        self._last: TurnRecord | None = None
-        self._listeners: list[Callable[[ScreenState | None], None]] = []
+        self._last: PaneTurn | None = None
+        self._opened = False
+        self._gone = asyncio.Event()  # AgentExited was emitted
+        self._exit_pending: str | None = None
+        self._closing: asyncio.Task[None] | None = None
+        self._detached = False
         self.leftovers: list[int] = []
         """Pids still running after :meth:`close` ended the agent (normally empty)."""
         self.ended_by: str | None = None
@@ -86,7 +85,22 @@ class TmuxAgentSession:
         return self._ctx.attach.sessionName
 
     @property
-    def settings(self) -> Mapping[str, Any]:
+    def name(self) -> str:
+        """The tmux session a person attaches to (:class:`TerminalView`)."""
+        return self._ctx.attach.sessionName
+
+    @property
+    def attachment(self) -> Attachment:
+        """The attachment to persist; give it back to :meth:`TmuxHarness.adopt` to re-adopt."""
+        return self._ctx.attach.model_dump()
+
+    @property
+    def terminal(self) -> TerminalView:
+        """The pane (this session is its own terminal view)."""
+        return self
+
+    @property
+    def settings(self) -> dict[str, Any]:
         """What was launched and where (read back from tmux), JSON-safe and free of secrets."""
         attach = self._ctx.attach
         return {
@@ -105,13 +119,21 @@ class TmuxAgentSession:
         }
 
     @property
-    def attach(self) -> dict[str, Any]:
-        """The attachment to persist; give it back as ``options["attach"]`` to re-adopt."""
-        return self._ctx.attach.model_dump()
-
-    @property
     def pane_pid(self) -> int:
         return self._ctx.attach.panePid
+
+    def opened(self, observed: Observed) -> None:
+        """Report the session open (``Opened``; called once by the harness). ``observed`` is
+        what the agent is doing (a new session is ``idle``)."""
+        self._opened = True
+        self._emit(
+            Opened(
+                agent_session_id=self.agent_session_id,
+                reported=ReportedSettings(),  # a TUI reads nothing back that Baton could trust
+                attachment=self.attachment,
+                observed=observed,
+            )
+        )
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -130,19 +152,30 @@ class TmuxAgentSession:
         """How often the pane's monitor died of an unexpected error and was started again."""
         return self._ctx.monitor.restarts
 
-    def on_state(self, listener: Callable[[ScreenState | None], None]) -> None:
-        """Call ``listener`` on every screen-state change, also between turns (None: exited)."""
-        self._listeners.append(listener)
-
     def _state_changed(self, state: ScreenState | None) -> None:
-        for listener in list(self._listeners):
-            listener(state)
+        if state is None and not self._ctx.monitor.latest.alive:
+            self._agent_gone("agent_exit")
 
-    async def wait_exited(self) -> None:
-        """Return once the pane's process is gone."""
-        await self._ctx.monitor.wait_gone()
+    def _agent_gone(self, reason: str) -> None:
+        """The pane's process is gone: ``AgentExited`` now, or after the running turn's end."""
+        if self._control.closing or self._detached:
+            return  # close() reports the exit itself once it is done; a detached one none
+        if self._running is not None:
+            self._exit_pending = reason
+            return
+        self._exited(reason)
 
-    # -- output ---------------------------------------------------------------------------------
+    def _exited(self, reason: str) -> None:
+        if self._gone.is_set() or not self._opened:
+            return  # once; a failed open reports its failure instead
+        self._gone.set()
+        self._emit(AgentExited(reason=reason))
+
+    async def exited(self) -> None:
+        """Return once the agent went away (by itself, or closed); ``AgentExited`` came first."""
+        await self._gone.wait()
+
+    # -- output (the TerminalView) ----------------------------------------------------------------
 
     @property
     def raw_log_path(self) -> Path:
@@ -155,29 +188,9 @@ class TmuxAgentSession:
         return self._ctx.rawlog.size()
 
     def read_raw(self, offset: int, limit: int) -> RawOutput:
-        """Up to ``limit`` raw bytes from absolute ``offset``, cut back to a whole UTF-8 character
-        and redacted (terminal escapes kept: raw is otherwise unfiltered). A secret that a page
-        boundary cuts in two is found in a wider window, so neither page shows a piece of it."""
-        log = self._ctx.rawlog
-        chunk = log.read(offset, limit)
-        data = chunk.data
-        cut = len(data)
-        # Step back over an incomplete UTF-8 sequence at the end (unless it is all we have).
-        for back in range(1, min(4, len(data)) + 1):
-            byte = data[-back]
-            if byte & 0xC0 != 0x80:
-                need = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
-                if need > back and len(data) > back:
-                    cut = len(data) - back
-                break
-        end = chunk.start + cut
-        wide = log.read(max(0, chunk.start - _REDACT_MARGIN), cut + 2 * _REDACT_MARGIN)
-        spans = [
-            (a - (chunk.start - wide.start), b - (chunk.start - wide.start))
-            for a, b in secret_spans(wide.data, self._ctx.secrets)
-        ]
-        text = blank(data[:cut], spans).decode("utf-8", errors="replace")
-        return RawOutput(text, chunk.start, end, chunk.expired)
+        """Up to ``limit`` raw bytes from absolute ``offset`` (:func:`~baton.harnesses.tmux
+        .output.read_raw`: whole UTF-8 characters, redacted, escapes kept)."""
+        return read_raw(self._ctx.rawlog, offset, limit, self._ctx.secrets)
 
     @property
     def transcript_path(self) -> Path | None:
@@ -187,7 +200,7 @@ class TmuxAgentSession:
         return Path(found) if found else None
 
     @property
-    def last_turn(self) -> TurnRecord | None:
+    def last_turn(self) -> PaneTurn | None:
         """The last (or running) turn."""
         return self._last
 
@@ -216,154 +229,134 @@ class TmuxAgentSession:
 
     # -- turns ----------------------------------------------------------------------------------
 
-    async def submit(self, turn: TurnInput, sink: SessionSink) -> TurnOutcome:
-        """Run one turn (see :class:`~baton.harnesses.tmux.turn.TurnRun`); ``sink.terminal`` is
-        called exactly once. A busy or dead pane fails the turn before anything is typed.
+    async def submit(self, turn: TurnInput) -> TurnOutcome:
+        """Run one turn (see :class:`~baton.harnesses.tmux.turn.TurnRun`); ``TurnEnded`` is
+        emitted exactly once, before this returns. A busy or dead pane fails the turn before
+        anything is typed (no ``Submitting``).
 
         Raises
         ------
-        RuntimeError
-            If a turn is running or the session is closed.
+        SessionBusy
+            If a turn is running or the session is closed or detached (nothing is emitted).
         """
-        if self._closed:
-            raise RuntimeError("the session is closed")
+        if self._closing is not None or self._detached:
+            raise SessionBusy("closed", "submit")
         if self._running is not None:
-            raise RuntimeError("a turn is already running in this session")
+            raise SessionBusy("working", "submit")
         self._control = TurnControl()
-        run = TurnRun(self._ctx, turn, sink, self._control)
+        run = TurnRun(self._ctx, turn, self._emit, self._control)
         self._running = run
+        self._idle.clear()
         self._ctx.monitor.busy = True
         start = self._ctx.rawlog.size()
-        self._last = TurnRecord(turn.turn_id, start, None, None, "working")
+        self._last = PaneTurn(turn.turn_id, start, None, None, "working")
         try:
-            outcome = await self._precheck()
+            outcome = await ready_for_prompt(self._ctx)
             if outcome is None:
                 outcome = await run.run()
-            self._last = TurnRecord(
+            self._last = PaneTurn(
                 turn.turn_id, start, self._ctx.rawlog.size(), run.output, outcome.state
             )
-            sink.terminal(turn.turn_id, outcome)
+            self._emit(TurnEnded(turn_id=turn.turn_id, outcome=outcome))
             return outcome
         finally:
             self._running = None
             self._ctx.monitor.busy = False
-
-    async def _precheck(self) -> TurnOutcome | None:
-        deadline = time.monotonic() + _IDLE_WAIT_S
-        while True:
-            observation = await self._refresh()
-            if not observation.alive:
-                return Failed(reason="agent_exited", message="the agent's pane has exited")
-            typed = self._ctx.adapter.input_text(observation.screen)
-            # Idle for a moment, not just now: Droid writes its "cancelled" record and shows an
-            # idle box before it draws "Cancelling tools..." and drops what is pasted meanwhile.
-            settled = time.monotonic() - observation.state_since >= _IDLE_HOLD_S
-            if observation.state == "idle" and not typed and settled:
-                return None
-            if time.monotonic() >= deadline:
-                why = (
-                    "its input box is not empty"
-                    if typed and observation.state == "idle"
-                    else f"it is {observation.state}"
-                )
-                return Failed(
-                    reason="agent_busy", message=f"the agent is not ready for a prompt: {why}"
-                )
-            await asyncio.sleep(0.1)
-
-    async def _refresh(self) -> Observation:
-        try:
-            return await self._ctx.monitor.refresh()
-        except TmuxError:
-            return self._ctx.monitor.latest
+            self._idle.set()
+            if self._exit_pending is not None:
+                self._exited(self._exit_pending)
 
     async def interrupt(self) -> None:
         """Ask the running turn to stop (the turn sends the adapter's keys); no-op when idle."""
         if self._running is not None:
             self._control.interrupt.set()
 
-    async def answer(self, text: str) -> AnswerResult:
-        """Answer the dialog the agent shows, in its own way, and say whether it was taken.
+    async def answer(self, request_id: str, answer: PromptAnswer) -> AnswerResult:
+        """Answer the dialog the running turn raised as ``request_id``, in the agent's own way
+        (:func:`~baton.harnesses.tmux.session_input.plan_for`), and watch the screen for up to
+        :data:`~baton.harnesses.tmux.answering.TAKEN_WAIT_S` for the dialog to go away or
+        change (:mod:`baton.harnesses.tmux.answering`). A taken answer resolves the prompt (the
+        caller's); a dialog that changed to another question is raised as a new prompt.
 
-        The adapter turns ``text`` into the dialog's keys (Droid's permission menu: an option
-        number, label, ``y`` or ``n`` becomes arrows and Enter; Claude Code and Codex: the text
-        typed); then the screen is watched for up to
-        :data:`~baton.harnesses.tmux.answering.TAKEN_WAIT_S` for the dialog to go away or change.
-        See :mod:`baton.harnesses.tmux.answering`.
+        An answer to a dialog drawn a moment ago waits for the adapter's input grace first
+        (Claude Code drops keys sent within ~150 ms of the draw). Returns ``delivered=False``
+        when the pane is gone, or when no dialog of that id is drawn any more (nothing is sent
+        then).
 
         Raises
         ------
         AnswerRefused
-            If the dialog is a menu with no option ``text`` names (nothing is sent).
+            If the answer fits none of the dialog's options, or it cannot be refused (nothing
+            is sent).
         """
-        return await answer(self._ctx, text)
+        run = self._running
+        raised = run.signals.raised if run is not None else None
+        if run is None or raised is None or raised.request_id != request_id:
+            return AnswerResult(
+                delivered=False,
+                taken=None,
+                by="not_asking",
+                message="the agent no longer shows that dialog; nothing was sent",
+            )
+        # A dialog that takes keys only a moment after it is drawn (the adapter's input grace)
+        # gets them then: sent earlier, they would be dropped (and the answer reported ignored).
+        wait = raised.at + self._ctx.adapter.input_grace_s - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        request = raised.request
+        run.signals.answering = answer.by
+        try:
+            result = await answer_with(
+                self._ctx,
+                lambda screen: session_input.plan_for(self._ctx, request, answer, screen),
+            )
+        finally:
+            run.signals.answering = None
+        if result.taken and run.signals.raised is raised:
+            changed = result.by == "dialog_changed"
+            screen = self._ctx.monitor.latest.screen if changed else None
+            run.signals.answered(answer.by, asks_again=screen)
+        return result
 
     async def send_input(self, text: str, *, submit: bool = True) -> bool:
-        """Type text into the pane (a question, a dialog), within the running turn, whatever
-        the dialog is (:meth:`answer` is the checked way to answer one).
-
-        Short single-line text is typed as keys (a dialog picks ``1`` or ``y`` at once); longer
-        text is pasted. Enter follows only if ``submit`` and the text is still waiting in an input
-        box afterwards, so a key that already chose a dialog option is not followed by an Enter
-        that would pick the next dialog's default. Returns False if the pane is gone.
-        """
-        pane = self._ctx.pane
-        try:
-            if len(text) <= TYPED_MAX and "\n" not in text:
-                await pane.literal(text)
-            else:
-                await pane.paste(text, self._ctx.scratch)
-            if submit:
-                await asyncio.sleep(
-                    self._ctx.options.enterDelayMs / 1000 if len(text) > TYPED_MAX else 0.2
-                )
-                observation = await self._refresh()
-                if observation.alive and self._ctx.adapter.input_pending(observation.screen, text):
-                    await pane.keys("Enter")
-        except TmuxError:
-            return False
-        return True
+        """Type text into the pane whatever is drawn (:meth:`answer` is the checked way to
+        answer a dialog); see :func:`~baton.harnesses.tmux.session_input.send_input`."""
+        return await session_input.send_input(self._ctx, text, submit=submit)
 
     async def send_keys(self, *keys: str) -> bool:
-        """Send named keys (``Enter``, ``Escape``, ``Up``, ``Down``, ``Tab``, ``BTab``, ``Space``,
-        ``C-c``, a single letter or digit...) in order. Returns False if the pane is gone.
+        """Send named keys in order (:func:`~baton.harnesses.tmux.session_input.send_keys`).
 
         Raises
         ------
         ValueError
             If a key is not one of the accepted names (nothing is sent).
         """
-        bad = unknown_keys(keys)
-        if bad or not keys:
-            raise ValueError(f"not an accepted key name: {bad or 'none given'}")
-        try:
-            await self._ctx.pane.keys(*keys)
-        except TmuxError:
-            return False
-        return True
+        return await session_input.send_keys(self._ctx, *keys)
 
     # -- ending ---------------------------------------------------------------------------------
 
-    async def close(self, *, detach: bool = False) -> None:
-        """End the agent (its exit command, then ``kill-session``, then a check that it and its
-        processes are gone), bounded by the cancel grace; with ``detach``, only stop watching."""
-        if self._closed:
+    async def close(self, *, force: bool = False) -> None:
+        """End the agent (its exit command unless ``force``, then ``kill-session``, then a
+        check that it and its processes are gone), bounded by the cancel grace; a running turn
+        ends first (``TurnEnded``), then ``AgentExited`` (``closed``). Shielded from the caller's
+        cancellation and idempotent: a second call waits for the same close."""
+        if self._detached:
             return
-        self._closed = True
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close(force))
+        await asyncio.shield(self._closing)
+
+    async def _close(self, force: bool) -> None:
         monitor = self._ctx.monitor
-        if detach:
-            self.ended_by = "detached"
-            self._control.detached = True
-            await monitor.stop()
-            return
         self._control.closing = True
         grace = max(self._ctx.cancel_grace_s, 2.0)
+        deadline = time.monotonic() + grace
         if self._running is not None:
             self._control.interrupt.set()
         tree = await asyncio.to_thread(lambda: procs.running(procs.tree(self.pane_pid)))
         if not tree:
             self.ended_by = "already_gone"
-        elif await self._exit_politely(grace):
+        elif not force and await self._exit_politely(deadline):
             self.ended_by = "exit_command"
         else:
             self.ended_by = "killed"
@@ -371,38 +364,24 @@ class TmuxAgentSession:
         survivors = await asyncio.to_thread(procs.reap, tree, grace / 2)
         self.leftovers = [proc.pid for proc in survivors]
         with contextlib.suppress(TmuxError):
-            await monitor.refresh()
+            await monitor.refresh()  # the turn's watch sees the pane gone and ends
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
         await monitor.stop()
+        self._exited("closed")
 
-    async def _exit_politely(self, grace: float) -> bool:
-        """Type the adapter's exit command; True if the agent then exited within ``grace``."""
-        adapter, monitor = self._ctx.adapter, self._ctx.monitor
-        if not monitor.latest.alive:
-            return False
-        deadline = time.monotonic() + grace
+    async def _exit_politely(self, deadline: float) -> bool:
         if self._running is not None:  # let the interrupted turn end first
-            while self._running is not None and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-        command = adapter.exit_command
-        if command is None:
-            return False
-        observation = await self._refresh()
-        # An agent may redraw busy for a moment after its turn (Droid names the session): the
-        # command is typed only at the prompt, waited for within the grace.
-        while observation.alive and observation.state == "working" and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-            observation = await self._refresh()
-        if not observation.alive or observation.state != "idle":
-            return False
-        try:
-            await self._ctx.pane.literal(command)
-            await asyncio.sleep(0.3)  # Claude's slash menu must be drawn before Enter picks it
-            await self._ctx.pane.keys("Enter")
-        except TmuxError:
-            return False
-        started = self._ctx.attach.paneStartTime
-        while time.monotonic() < deadline:
-            if not procs.same_process(self.pane_pid, started):
-                return True
-            await asyncio.sleep(0.05)
-        return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - time.monotonic()))
+        return await session_input.exit_politely(self._ctx, deadline)
+
+    async def detach(self) -> None:
+        """Stop watching; the agent keeps running for a later re-adoption. A running turn ends
+        ``Unknown`` (``detached``): Baton stopped watching it, the agent may still be on it."""
+        if self._detached or self._closing is not None:
+            return
+        self._detached = True
+        self.ended_by = "detached"
+        self._control.detached = True
+        await self._ctx.monitor.stop()

@@ -8,11 +8,17 @@ The end of a turn, per adapter:
 - a generic program: its prompt is back on the screen, after the screen changed, and the screen
   held still for the settle time. Completion basis ``screen_idle``.
 
-Screen states are reported to the sink once they held for a moment (TUIs draw dialogs and
-spinners in steps), and the state the turn ended in just before the terminal. An interrupt sends
-the adapter's keys once (once more if the agent still shows work halfway through the grace); the
+What the agent does meanwhile, and the dialogs it draws, are the events of
+:class:`~baton.harnesses.tmux.signals.TurnSignals` (states once they held for a moment, a prompt
+per dialog), and the state the turn ended in just before its end. An interrupt sends the
+adapter's keys once (once more if the agent still shows work halfway through the grace); the
 turn then ends by the agent's own record, or, if none comes within the grace, as an unconfirmed
 interrupt.
+
+The events of a turn, in order (the seam's rules, ``baton/session/events.py``): ``Submitting``
+just before the paste, ``Activity`` for each delivery step, ``Submitted`` once delivery is
+confirmed, then states and prompts; :meth:`TurnRun.run` returns the outcome and the session
+emits ``TurnEnded``.
 """
 
 from __future__ import annotations
@@ -20,29 +26,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from baton.harnesses.base import (
-    Failed,
-    Interrupted,
-    SessionSink,
-    Succeeded,
-    TurnInput,
-    TurnOutcome,
-    Unknown,
-)
+from baton.harnesses.tmux.adapters.base import Screen
+from baton.harnesses.tmux.adapters.dialogs import prompt_request
 from baton.harnesses.tmux.delivery import Delivery, deliver
 from baton.harnesses.tmux.files import Rec, TurnFacts, TurnTranscript
 from baton.harnesses.tmux.monitor import BUSY_TICK_S, Observation
-from baton.harnesses.tmux.output import CompactOutput, compact, screen_answer
+from baton.harnesses.tmux.output import compact, screen_answer
 from baton.harnesses.tmux.pane_context import PaneContext
+from baton.harnesses.tmux.signals import TurnSignals
+from baton.panes.redact import redact
 from baton.panes.server import TmuxError
+from baton.session.events import Activity, Submitted, Submitting
+from baton.session.outcomes import Failed, Interrupted, Succeeded, TurnOutcome, Unknown
+from baton.session.prompts import PromptRequest
+from baton.session.protocol import Emit
+from baton.session.spec import TurnInput
+from baton.session.terminal import CompactOutput
 
 #: After the done record, how long a screen that still shows work is believed over the record (s).
 SCREEN_LAG_S = 10.0
-#: How long a screen state must hold before it is reported (s).
-STATE_HOLD_S = 0.15
+#: How long a turn waits for a busy screen to go idle before its prompt is pasted (s).
+IDLE_WAIT_S = 5.0
+#: How long the screen must have been idle before a prompt is pasted (s).
+IDLE_HOLD_S = 0.5
 #: Scrollback lines read for a screen answer.
 ANSWER_HISTORY = 2000
 
@@ -56,30 +66,70 @@ class TurnControl:
     detached: bool = False
 
 
+async def ready_for_prompt(ctx: PaneContext) -> TurnOutcome | None:
+    """Wait (up to :data:`IDLE_WAIT_S`) for the agent to be ready for a prompt: alive, idle for
+    :data:`IDLE_HOLD_S`, its input box empty. None when it is; else the turn's outcome, a
+    ``Failed`` before anything was typed (``agent_exited``, ``agent_busy``)."""
+    deadline = time.monotonic() + IDLE_WAIT_S
+    while True:
+        observation = await _refresh(ctx)
+        if not observation.alive:
+            return Failed(reason="agent_exited", message="the agent's pane has exited")
+        typed = ctx.adapter.input_text(observation.screen)
+        # Idle for a moment, not just now: Droid writes its "cancelled" record and shows an
+        # idle box before it draws "Cancelling tools..." and drops what is pasted meanwhile.
+        settled = time.monotonic() - observation.state_since >= IDLE_HOLD_S
+        if observation.state == "idle" and not typed and settled:
+            return None
+        if time.monotonic() >= deadline:
+            why = (
+                "its input box is not empty"
+                if typed and observation.state == "idle"
+                else f"it is {observation.state}"
+            )
+            return Failed(
+                reason="agent_busy", message=f"the agent is not ready for a prompt: {why}"
+            )
+        await asyncio.sleep(0.1)
+
+
+async def _refresh(ctx: PaneContext) -> Observation:
+    try:
+        return await ctx.monitor.refresh()
+    except TmuxError:
+        return ctx.monitor.latest
+
+
+def dialog_request(ctx: PaneContext, screen: Screen) -> PromptRequest:
+    """The dialog drawn on ``screen`` as the request a caller is shown (the adapter's reading,
+    secrets redacted)."""
+    request = prompt_request(ctx.adapter.dialog(screen))
+    title = redact(request.title, ctx.secrets)
+    return request if title == request.title else replace(request, title=title)
+
+
 class TurnRun:
     """Runs one :class:`TurnInput` in the pane of ``ctx``; :meth:`run` returns its outcome."""
 
-    def __init__(
-        self, ctx: PaneContext, turn: TurnInput, sink: SessionSink, control: TurnControl
-    ) -> None:
+    def __init__(self, ctx: PaneContext, turn: TurnInput, emit: Emit, control: TurnControl) -> None:
         self.ctx = ctx
         self.turn = turn
-        self.sink = sink
+        self.emit = emit
         self.control = control
         self.transcript: TurnTranscript | None = None
         self.output: CompactOutput | None = None
-        self._reported: str | None = None
-        self._candidate: tuple[str, float] | None = None
+        self.signals = TurnSignals(turn.turn_id, emit, lambda screen: dialog_request(ctx, screen))
 
-    def _note(self, event: Any) -> None:
-        self.sink.event(self.turn.turn_id, dict(event))
+    def _note(self, event: Mapping[str, Any]) -> None:
+        data = {k: v for k, v in event.items() if k != "type"}
+        self.emit(Activity(turn_id=self.turn.turn_id, type=str(event["type"]), data=data))
 
     async def run(self) -> TurnOutcome:
-        """Deliver and watch; ``sink.submitting`` is called just before the paste."""
+        """Deliver and watch; ``Submitting`` is emitted just before the paste."""
         ctx = self.ctx
         if ctx.adapter.exact_turn_end:
             self.transcript = TurnTranscript(ctx.adapter, ctx.files, self.turn.prompt, time.time())
-        self.sink.submitting(self.turn.turn_id)
+        self.emit(Submitting(turn_id=self.turn.turn_id))
         delivery = await deliver(
             pane=ctx.pane,
             monitor=ctx.monitor,
@@ -102,13 +152,11 @@ class TurnRun:
         )
         if not delivery.confirmed:
             return self._undelivered(delivery)
-        self.sink.submitted(self.turn.turn_id)
+        by = "record" if delivery.by == "agent_record" else "screen"
+        self.emit(Submitted(turn_id=self.turn.turn_id, by=by))
         outcome = await self._watch()
-        # The state the turn ended in, even if it did not hold long enough to be reported yet.
-        final = self.ctx.monitor.latest.state
-        if final is not None and final != self._reported:
-            self._reported = final
-            self.sink.screen_state(self.turn.turn_id, final)
+        self.signals.ended_in(self.ctx.monitor.latest)
+        self.signals.finish()
         return outcome
 
     def _undelivered(self, delivery: Delivery) -> TurnOutcome:
@@ -136,9 +184,10 @@ class TurnRun:
             observation = await ctx.monitor.next(seq, BUSY_TICK_S * 2)
             seq = observation.seq
             now = time.monotonic()
-            self._report(observation, now)
+            self.signals.screen(observation, now)
             if self.control.interrupt.is_set() and sent_at is None:
                 sent_at = now
+                self.signals.interrupted = True
                 await self._keys(*ctx.adapter.interrupt_keys)
             elif (
                 sent_at is not None
@@ -188,20 +237,6 @@ class TurnRun:
                     text=self.output.text,
                     agent_terminal=False,
                 )
-
-    def _report(self, observation: Observation, now: float) -> None:
-        # A TUI redraws a dialog or a spinner in steps: a state is reported once it held for
-        # a moment, so a caller does not see needs_input → idle → needs_input in 0.3 s.
-        state = observation.state
-        if state is None or state == self._reported:
-            self._candidate = None
-            return
-        if self._candidate is None or self._candidate[0] != state:
-            self._candidate = (state, now)
-        if now - self._candidate[1] >= STATE_HOLD_S:
-            self._reported = state
-            self._candidate = None
-            self.sink.screen_state(self.turn.turn_id, state)
 
     def _screen_idle(self, observation: Observation, now: float) -> bool:
         settle = self.ctx.options.settleMs / 1000

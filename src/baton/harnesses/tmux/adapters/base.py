@@ -14,17 +14,24 @@ footer and dialogs; the transcript above can quote any marker.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from baton.harnesses.base import CompletionBasis, ScreenState
-from baton.harnesses.tmux.adapters.dialogs import Answer
+from baton.harnesses.tmux.adapters.dialogs import Answer, Dialog, listing, prompt_options
 from baton.harnesses.tmux.files import FilesContext, Json, Rec, normalize
+from baton.session.errors import AnswerRefused
+from baton.session.events import Observed
+from baton.session.outcomes import CompletionBasis
 
+#: What a terminal agent's screen shows: busy, asking something, or waiting for a prompt (the
+#: seam's :data:`~baton.session.events.Observed` words).
+ScreenState = Observed
 #: How many non-empty bottom lines the markers are looked for in.
 BOTTOM_LINES = 14
+#: How many lines of a dialog a title keeps when an adapter cannot tell its question apart.
+TITLE_LINES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,34 @@ class Screen:
         return "\n".join(self.bottom(count))
 
 
+#: A line drawn only of box and rule characters (a dialog's edge, a separator).
+_RULE = re.compile(r"^[\s─━╌┄┈═╭╮╯╰│┌┐└┘]*$")
+
+
+def block_start(lines: list[str], match: Callable[[str], bool]) -> int:
+    """The index of the first line of the last run of lines that ``match`` (``len(lines)``
+    when none does)."""
+    start = next((n for n in range(len(lines) - 1, -1, -1) if match(lines[n])), len(lines))
+    while 0 < start < len(lines) and match(lines[start - 1]):
+        start -= 1
+    return start
+
+
+def question_above(lines: list[str], start: int, limit: int = TITLE_LINES) -> str:
+    """A dialog's question: the lines just above ``lines[start]`` (its options), back to a
+    blank or rule line, at most ``limit`` of them, stripped."""
+    title: list[str] = []
+    for line in reversed(lines[:start]):
+        if not line.strip() or _RULE.match(line):
+            if title:
+                break
+            continue
+        title.insert(0, line.strip())
+        if len(title) == limit:
+            break
+    return "\n".join(title)
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     """The pane's program: argv and the environment added to Baton's own."""
@@ -69,6 +104,8 @@ class TuiAdapter:
     versions: ClassVar[str] = ""
     interrupt_keys: tuple[str, ...] = ("Escape",)
     exit_command: str | None = None
+    #: How long after a dialog is first drawn it takes keys (s): keys sent earlier are dropped.
+    input_grace_s: ClassVar[float] = 0.0
 
     ready_marker: ClassVar[re.Pattern[str]]
     working_marker: ClassVar[re.Pattern[str]]
@@ -155,6 +192,37 @@ class TuiAdapter:
             their menus; nothing may be sent then).
         """
         return Answer(typed=text, enter_if_pending=True)
+
+    def dialog(self, screen: Screen) -> Dialog:
+        """The dialog drawn on ``screen``, as far as this adapter can read it. The default keeps
+        the last lines above the footer as its question and reads no options (a caller answers
+        with text)."""
+        bottom = screen.bottom(TITLE_LINES + 1)
+        return Dialog(title="\n".join(bottom[:-1] or bottom), hint="type the answer")
+
+    def decline_keys(self, screen: Screen) -> Answer:
+        """How to refuse the dialog on ``screen``: its refusing option (``No``...), else its
+        cancel key.
+
+        Raises
+        ------
+        AnswerRefused
+            If the dialog has neither (nothing may be sent then: a guessed key could accept).
+        """
+        dialog = self.dialog(screen)
+        options = prompt_options(dialog.options)
+        refusing = [o for o in options if o.kind == "reject"]
+        if refusing:
+            return self.answer_keys(refusing[0].id, screen)
+        if dialog.cancel_key is not None:
+            return Answer(keys=(dialog.cancel_key,), choice="cancel")
+        labels = [option.label for option in dialog.options]
+        offered = f": {listing(labels)}" if labels else ""
+        raise AnswerRefused(
+            f"{self.name}'s dialog has no way to refuse it; answer it or interrupt the "
+            f"turn{offered}",
+            options,
+        )
 
     def is_prompt_line(self, line: str) -> bool:
         """The line is the agent's own input box or footer (dropped from a screen answer)."""

@@ -20,15 +20,29 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from baton.harnesses.tmux.adapters.base import Launch, TuiAdapter
+from baton.harnesses.tmux.adapters.base import (
+    Launch,
+    Screen,
+    TuiAdapter,
+    block_start,
+    question_above,
+)
+from baton.harnesses.tmux.adapters.dialogs import Dialog, DialogOption
 from baton.harnesses.tmux.files import FilesContext, Json, Rec, block_texts, iso_time
 from baton.harnesses.tmux.seed import merge_json
+
+#: One numbered option of a dialog (the highlighted one behind ``❯``).
+_OPTION = re.compile(r"^\s*(?:❯\s*)?(?P<number>[1-9])\.\s+(?P<label>\S.*?)\s*$")
 
 
 class ClaudeAdapter(TuiAdapter):
     name = "claude"
     versions = "Claude Code 2.1.332"
     exit_command = "/exit"
+    # A dialog ignores keys for ~150-180 ms after it is shown (measured on 2.1.332: keys 0-120 ms
+    # after the draw were dropped 20 times in 25, keys 160 ms or later taken 44 in 44); 250 ms
+    # leaves a margin over every dropped case.
+    input_grace_s = 0.25
 
     ready_marker = re.compile(r"\? for shortcuts|shift\+tab to cycle")
     working_marker = re.compile(r"esc to interrupt")
@@ -44,6 +58,24 @@ class ClaudeAdapter(TuiAdapter):
         r"for shortcuts|manual mode on|accept edits on|auto mode on|/effort|paste again to expand"
     )
     paste_placeholder = re.compile(r"\[Pasted text #\d+")
+
+    def dialog(self, screen: Screen) -> Dialog:
+        """The numbered options above the dialog's footer (``❯ 1. Yes`` / ``2. ...``; the digit
+        picks one at once) and the question above them; Esc cancels (a refusal)."""
+        lines = list(screen.lines)
+        start = block_start(lines, lambda line: bool(_OPTION.match(line)))
+        found = [_OPTION.match(line) for line in lines[start:]]
+        options = tuple(
+            DialogOption(m.group("label"), m.group("number")) for m in found if m is not None
+        )
+        if not options or [o.keys for o in options] != [str(n + 1) for n in range(len(options))]:
+            return super().dialog(screen)
+        return Dialog(
+            title=question_above(lines, start),
+            options=options,
+            hint="an option's number",
+            cancel_key="Escape",
+        )
 
     def launch(self, command: list[str], model: str | None) -> Launch:
         argv = list(command)

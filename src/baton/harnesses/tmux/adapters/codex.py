@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from baton.harnesses.tmux.adapters.base import Launch, TuiAdapter
+from baton.harnesses.tmux.adapters.base import Launch, Screen, TuiAdapter
+from baton.harnesses.tmux.adapters.dialogs import Dialog
 from baton.harnesses.tmux.files import (
     DoneKind,
     FilesContext,
@@ -39,6 +40,10 @@ from baton.panes import procs
 
 #: User-role items Codex writes itself (context, interrupt notices): never a prompt of ours.
 _SYNTHETIC = ("<environment_context>", "<turn_aborted>", "<user_instructions>", "# AGENTS.md")
+#: The question of an approval dialog.
+_QUESTION = re.compile(
+    r"Would you like to (?:run the following command|make the following edits)\?"
+)
 #: A rollout not written for this long is no candidate for a new turn (seconds).
 _RECENT_S = 600.0
 
@@ -63,6 +68,22 @@ class CodexAdapter(TuiAdapter):
     chrome = re.compile(r"for shortcuts|^\s*\S+ default ·|^\s*Worked for |Working \(")
     paste_placeholder = re.compile(r"\[Pasted Content \d+ chars\]")
     empty_input = re.compile(r"^(?:Ask Codex to do anything|Ask a follow-up question)$")
+
+    def dialog(self, screen: Screen) -> Dialog:
+        """The approval's question with its reason and command (its options are not read from
+        the screen yet: W3-B's reports carry them); ``y`` approves, Esc refuses."""
+        asked = [
+            line.strip()
+            for line in screen.bottom(40)
+            if _QUESTION.search(line) or line.lstrip().startswith(("$ ", "Reason:"))
+        ]
+        if not asked:
+            return super().dialog(screen)
+        return Dialog(
+            title="\n".join(asked[-3:]),
+            hint="y to approve, p to approve and not be asked again for it",
+            cancel_key="Escape",
+        )
 
     def launch(self, command: list[str], model: str | None) -> Launch:
         argv = list(command)

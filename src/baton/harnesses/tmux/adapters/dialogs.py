@@ -1,21 +1,41 @@
-"""Turning an operator's answer into the keys an agent's dialog takes.
+"""An agent's dialog as read from its screen, and turning an answer into the keys it takes.
 
 Agents draw their questions differently (``shared/reference/tmux-agents.md`` §3, "answering a
 dialog"): Claude Code's numbered options take a digit, Codex's approval takes ``y``, and Droid's
-permission dialog is a menu that takes no text at all, only arrows and Enter. An adapter reads the
-dialog on the screen and returns an :class:`Answer`: what to type and which keys to press. An
-answer that fits none of a menu's options is refused (:class:`AnswerRefused`) before anything is
-sent, because a stray key in a menu picks something or nothing, and either is worse than an error.
+permission dialog is a menu that takes no text at all, only arrows and Enter. An adapter reads
+the dialog on the screen into a :class:`Dialog` (its question, the options it could read, how to
+answer, the key that cancels it) and turns an answer into an :class:`Answer`: what to type and
+which keys to press. An answer that fits none of a menu's options is refused
+(:class:`~baton.session.errors.AnswerRefused`) before anything is sent, because a stray key in a
+menu picks something or nothing, and either is worse than an error.
+
+:func:`prompt_request` makes the session seam's :class:`~baton.session.prompts.PromptRequest` of
+a dialog (``kind="dialog"``): each option's id is what :meth:`TuiAdapter.answer_keys` takes to
+pick it (its number, or ``y``/``n``), and its kind is read from its label (:func:`option_kind`).
+The same function serves a dialog an agent *reports* (W3-B's hooks carry the question and its
+options), so a prompt has one shape whatever it was read from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from baton.session.errors import AnswerRefused
+from baton.session.prompts import OptionKind, PromptOption, PromptRequest
 
 #: Answers that mean "the first (approving) option" and "the option starting No" in a yes/no menu.
 _YES = frozenset({"y", "yes"})
 _NO = frozenset({"n", "no"})
+#: Labels that refuse, that allow, and what in an allowing label makes it a standing rule.
+_NO_LABEL = re.compile(r"no\b")
+_YES_LABEL = re.compile(r"yes\b")
+_STANDING = ("always", "don't ask again", "do not ask again", "auto mode", "this session")
+#: Longest dialog title kept (characters); a title is a question, not a transcript.
+TITLE_LIMIT = 1000
+#: Longest option label kept (characters).
+LABEL_LIMIT = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,18 +54,72 @@ class Answer:
     choice: str | None = None
 
 
-class AnswerRefused(ValueError):
-    """The answer fits none of the dialog's options; nothing was sent.
+@dataclass(frozen=True, slots=True)
+class DialogOption:
+    """One option of a dialog: its label as drawn and what picks it (``keys``: the text
+    :meth:`TuiAdapter.answer_keys` takes, e.g. ``"2"`` or ``"y"``)."""
 
-    Attributes
-    ----------
-    options
-        The options the dialog offers, top to bottom.
-    """
+    label: str
+    keys: str
 
-    def __init__(self, message: str, options: Sequence[str]) -> None:
-        super().__init__(message)
-        self.options = tuple(options)
+
+@dataclass(frozen=True, slots=True)
+class Dialog:
+    """A dialog as read from the screen: the question (``title``), the ``options`` the adapter
+    could read (top to bottom; empty when it reads none), a ``hint`` for the caller on how to
+    answer, and ``cancel_key``, the named key that dismisses it as a refusal (None: none is
+    known, or the key would stop the agent rather than refuse)."""
+
+    title: str
+    options: tuple[DialogOption, ...] = ()
+    hint: str = ""
+    cancel_key: str | None = None
+
+
+def numbered(labels: Iterable[str]) -> tuple[DialogOption, ...]:
+    """Options picked by their 1-based number."""
+    return tuple(DialogOption(label, str(n)) for n, label in enumerate(labels, 1))
+
+
+def option_kind(label: str) -> OptionKind:
+    """What an option's label says it does, in the seam's neutral words: ``No``... refuses;
+    ``Yes, and always``/``don't ask again``/``switch to auto mode`` sets a standing rule;
+    ``Yes``... allows once; anything else is ``other`` (an answer to a question)."""
+    folded = " ".join(label.casefold().split())
+    if _NO_LABEL.match(folded):
+        return "reject"
+    if _YES_LABEL.match(folded):
+        standing = any(words in folded for words in _STANDING)
+        return "allow_persistent" if standing else "allow_once"
+    return "other"
+
+
+def prompt_options(options: Sequence[DialogOption]) -> tuple[PromptOption, ...]:
+    """The seam's options of a dialog's (see the module docstring)."""
+    return tuple(
+        PromptOption(
+            id=option.keys,
+            label=option.label[:LABEL_LIMIT],
+            kind=option_kind(option.label),
+            keys=option.keys,
+        )
+        for option in options
+    )
+
+
+def prompt_request(dialog: Dialog) -> PromptRequest:
+    """The :class:`PromptRequest` a caller is shown for ``dialog`` (``kind="dialog"``)."""
+    return PromptRequest(
+        kind="dialog",
+        title=dialog.title[:TITLE_LIMIT],
+        options=prompt_options(dialog.options),
+        answer_hint=dialog.hint,
+    )
+
+
+def refused(message: str, labels: Sequence[str]) -> AnswerRefused:
+    """The refusal of an answer naming none of ``labels`` (numbered options)."""
+    return AnswerRefused(message, prompt_options(numbered(labels)))
 
 
 def listing(options: Sequence[str]) -> str:

@@ -25,12 +25,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
-from baton.harnesses.tmux.adapters.dialogs import Answer, AnswerRefused, choose, listing
+from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter, block_start, question_above
+from baton.harnesses.tmux.adapters.dialogs import (
+    Answer,
+    Dialog,
+    choose,
+    listing,
+    numbered,
+    refused,
+)
 from baton.harnesses.tmux.files import (
     DoneKind,
     FilesContext,
@@ -82,6 +89,29 @@ class DroidAdapter(TuiAdapter):
 
     # -- answers --------------------------------------------------------------------------------
 
+    def dialog(self, screen: Screen) -> Dialog:
+        """The permission menu (its box's rows; Esc cancels it) or AskUser's question (its
+        numbered options, or free text). The question is the text drawn above the options."""
+        bottom = screen.bottom()
+        footer = bottom[-1] if bottom else ""
+        if _MENU_FOOTER.search(footer):
+            options = _menu_options(bottom)
+            if options:
+                return Dialog(
+                    title=_above(screen, lambda line: line.startswith("╭")),
+                    options=numbered(options),
+                    hint="an option's number or label, y (the first) or n (the one starting No)",
+                    cancel_key="Escape",
+                )
+        if _ASK_FOOTER.search(footer) or _ASK_TYPING.search(footer):
+            options = _ask_options(bottom)
+            return Dialog(
+                title=_above(screen, _ask_row),
+                options=numbered(options),
+                hint="an option's number or label, or your own answer (not starting with a digit)",
+            )
+        return super().dialog(screen)
+
     def answer_keys(self, text: str, screen: Screen) -> Answer:
         """The permission menu: an option number, label (exact or unique prefix,
         case-insensitive), ``y``/``yes`` (first option) or ``n``/``no`` (the "No" option), sent
@@ -101,7 +131,7 @@ class DroidAdapter(TuiAdapter):
             if options:
                 index = choose(text, options, yes_no=True)
                 if index is None:
-                    raise AnswerRefused(
+                    raise refused(
                         f"Droid's dialog takes one of its options (a number, a label, y or n), "
                         f"not {text.strip()[:40]!r}: {listing(options)}",
                         options,
@@ -114,7 +144,7 @@ class DroidAdapter(TuiAdapter):
             if index is not None:
                 return Answer(typed=str(index + 1), choice=options[index])
             if text.strip()[:1].isdigit():
-                raise AnswerRefused(
+                raise refused(
                     f"Droid's question takes an option number or a free answer that does not "
                     f"start with a digit: {listing(options)}",
                     options,
@@ -204,6 +234,18 @@ def _menu_options(bottom: list[str]) -> list[str]:
             return []
         rows.append(match.group("label"))
     return []
+
+
+def _above(screen: Screen, first: Callable[[str], bool]) -> str:
+    """The dialog's question: the lines above the last run of lines ``first`` matches (its
+    options or their box)."""
+    lines = list(screen.lines)
+    return question_above(lines, block_start(lines, first))
+
+
+def _ask_row(line: str) -> bool:
+    """A line of AskUser's options (a numbered one, or its free-text field)."""
+    return bool(_ASK_OPTION.match(line)) or line.strip().startswith("Or type")
 
 
 def _ask_options(bottom: list[str]) -> list[str]:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import re
 
-from baton.harnesses.base import ScreenState
-from baton.harnesses.tmux.adapters.base import Screen, TuiAdapter
+from baton.harnesses.tmux.adapters.base import Screen, ScreenState, TuiAdapter
+from baton.harnesses.tmux.adapters.dialogs import Dialog, DialogOption
 
 _NEVER = re.compile(r"(?!x)x")
 #: A question is looked for in this many non-empty lines at the bottom of the screen.
 ASK_LINES = 3
+#: The yes/no convention of terminal programs (``[y/n]``, ``(Y/n)``, ``[yes/no]``): the one
+#: question shape a generic program's answers can be offered for.
+_YES_NO = re.compile(r"[\[(]\s*(?:y|yes)\s*/\s*(?:n|no)\s*[\])]", re.IGNORECASE)
 
 
 class GenericAdapter(TuiAdapter):
@@ -82,6 +85,17 @@ class GenericAdapter(TuiAdapter):
         if self._asks is not None and self._asks.search(screen.bottom_text(ASK_LINES)):
             return "needs_input"
         return "working"
+
+    def dialog(self, screen: Screen) -> Dialog:
+        """The question is the bottom line that ``needsInputPattern`` matches; a ``[y/n]``-style
+        question offers ``y`` and ``n`` (typed as they are), anything else takes text."""
+        bottom = screen.bottom(ASK_LINES)
+        asked = [line for line in bottom if self._asks is not None and self._asks.search(line)]
+        title = (asked[-1] if asked else "\n".join(bottom)).strip()
+        if _YES_NO.search(title):
+            options = (DialogOption("yes", "y"), DialogOption("no", "n"))
+            return Dialog(title=title, options=options, hint="y or n")
+        return Dialog(title=title, hint="type the answer")
 
     def is_prompt_line(self, line: str) -> bool:
         return self._idle_match(line) is not None
