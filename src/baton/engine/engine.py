@@ -36,7 +36,7 @@ from baton.errors import BatonError
 from baton.runtime import runtime_dir
 from baton.store import Store
 from baton.supervisor import procs, wire
-from baton.supervisor.supervisor import WorkerPool, worker_environment
+from baton.supervisor.pool import WorkerPool, worker_environment
 
 if TYPE_CHECKING:
     from baton.engine.droid_mcp.service import DroidMcp

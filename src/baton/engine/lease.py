@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from baton.engine.clock import utc_now
 from baton.store import Store
 from baton.supervisor import wire
-from baton.supervisor.supervisor import WorkerHandle, WorkerPool
+from baton.supervisor.pool import WorkerHandle, WorkerPool
 
 log = logging.getLogger(__name__)
 

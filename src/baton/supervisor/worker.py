@@ -1,6 +1,6 @@
 """The worker: one agent session (or one model listing) in its own process group.
 
-Started by :func:`baton.supervisor.supervisor.start_worker` with ``start_new_session=True``, so
+Started by :func:`baton.supervisor.pool.start_worker` with ``start_new_session=True``, so
 this process leads a new group that the agent and its tools inherit. It reads its job from stdin
 (:mod:`baton.supervisor.wire`), builds the harness the job names (:mod:`baton.harnesses.registry`),
 reports over its original stdout (moved to a private descriptor; fd 1 then points at stderr so
