@@ -1,65 +1,90 @@
-"""Harnesses by name: the worker builds the one its job names (``WAVE2.md`` §6.4).
+"""Harnesses by kind: where each one's code lives and where its sessions are hosted.
 
-A harness is built from its session options only (``SessionSpec.options``), so the worker needs no
-knowledge of any particular agent. Imports are deferred: a worker pays only for the harness its
-job uses (``droid_sdk`` alone costs about half a second of imports, measured in ``bench/``).
+The engine and the services see harnesses only through this module (``scripts/check_layout.py``
+enforces it). Each kind has one :class:`Entry`: the module that builds it (imported only when a
+harness of that kind is built, so a worker pays only for the harness its job uses: ``droid_sdk``
+alone costs about half a second of imports, measured in ``bench/start_overhead.py``) and its
+:data:`~baton.session.protocol.Placement`, the kind of host that supervises its agents
+(``W3A-PLAN.md`` §1.3, §2.6):
+
+- ``droid``: in a worker process behind a pipe (``supervisor/worker_host.py``);
+
+A new harness adds its folder and one line here (``W3A-PLAN.md`` §1.4); the tmux harness
+(placement ``daemon``) and the ACP harness (``pane``) join when they speak the seam's protocol.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
-from baton.harnesses.base import Harness
+from baton.session.protocol import Harness, Placement
 
-
-def _droid(options: Mapping[str, Any]) -> Harness:
-    from baton.harnesses.droid.harness import DroidHarness
-    from baton.harnesses.droid.options import DroidOptions
-
-    parsed = DroidOptions.parse(options)
-    return DroidHarness(parsed.droid_path, parsed.settings_file)
+if TYPE_CHECKING:
+    from baton.hosts.base import Host
 
 
-def _tmux(options: Mapping[str, Any]) -> Harness:
-    from baton.harnesses.tmux import TmuxHarness
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """Where a harness kind's code lives and who hosts its sessions.
 
-    adapter = options.get("adapter")
-    return TmuxHarness(adapter if isinstance(adapter, str) else None)  # type: ignore[arg-type]
-
-
-HARNESSES: dict[str, Callable[[Mapping[str, Any]], Harness]] = {"droid": _droid, "tmux": _tmux}
-
-#: The module each harness's factory imports (what :func:`preload` imports ahead of a job).
-MODULES: dict[str, str] = {"droid": "baton.harnesses.droid.harness", "tmux": "baton.harnesses.tmux"}
-
-
-def preload(names: Iterable[str]) -> None:
-    """Import the modules of the harnesses ``names`` now, so building one later costs no imports.
-
-    A spare worker calls this while it waits for a job (``droid_sdk`` alone is ~0.5 s of imports
-    on 2 cores, measured in ``bench/start_overhead.py``). Unknown names are ignored: the job that
-    names one gets the registry's error.
+    ``module`` defines ``build(options, machine) -> Harness``: the harness configured from its
+    options (a spec's ``options``, or those a model listing is run with), for the sessions of
+    ``machine`` (None: this machine).
     """
-    for name in names:
-        module = MODULES.get(name)
-        if module is not None:
-            importlib.import_module(module)
+
+    module: str
+    placement: Placement
 
 
-def build_harness(name: str, options: Mapping[str, Any]) -> Harness:
-    """The harness called ``name``, configured from ``options``.
+HARNESSES: dict[str, Entry] = {
+    "droid": Entry("baton.harnesses.droid.harness", "worker"),
+}
+
+
+def entry(kind: str) -> Entry:
+    """The registry entry of ``kind``.
 
     Raises
     ------
     KeyError
-        If no harness has that name.
-    ValueError
-        If the options are not valid for it.
+        If no harness has that kind (the message names the known ones).
     """
     try:
-        factory = HARNESSES[name]
+        return HARNESSES[kind]
     except KeyError:
-        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES)}") from None
-    return factory(options)
+        raise KeyError(f"unknown harness {kind!r}; known: {sorted(HARNESSES)}") from None
+
+
+def placement(kind: str) -> Placement:
+    """Where sessions of ``kind`` are hosted. Raises ``KeyError`` as :func:`entry`."""
+    return entry(kind).placement
+
+
+def preload(kinds: Iterable[str]) -> None:
+    """Import the modules of the harnesses ``kinds`` now, so building one later costs no imports.
+
+    A spare worker calls this while it waits for a job (``droid_sdk`` alone is ~0.5 s of imports
+    on 2 cores, measured in ``bench/start_overhead.py``). Unknown kinds are ignored: the job that
+    names one gets :func:`build`'s error.
+    """
+    for kind in kinds:
+        known = HARNESSES.get(kind)
+        if known is not None:
+            importlib.import_module(known.module)
+
+
+def build(kind: str, options: Mapping[str, Any], *, machine: Host | None = None) -> Harness:
+    """The harness of ``kind``, configured from ``options``, for sessions on ``machine``.
+
+    Raises
+    ------
+    KeyError
+        If no harness has that kind.
+    ValueError
+        If the options are not valid for it, or it cannot run on ``machine``.
+    """
+    module = importlib.import_module(entry(kind).module)
+    return cast(Harness, module.build(options, machine))
