@@ -29,7 +29,7 @@ from baton.engine.policy import SessionPolicy
 from baton.engine.runtime.dispatch import Dispatcher
 from baton.engine.runtime.state import SessionState, Trigger
 from baton.engine.runtime.turns import CloseReason, TurnRecord, lost_outcome
-from baton.session.errors import HarnessError, SessionBusy
+from baton.session.errors import ChannelLost, HarnessError, SessionBusy
 from baton.session.events import Opened
 from baton.session.protocol import AgentSession, SessionHost
 from baton.session.spec import Attachment, SessionSpec
@@ -156,7 +156,9 @@ class Supervised(Dispatcher):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if not isinstance(exc, SessionBusy):
+            # A lost channel is an agent side gone away (reported as AgentExited first), not a
+            # fault of the runtime's: its turn is settled by the loss rule either way.
+            if not isinstance(exc, SessionBusy | ChannelLost):
                 log.exception("session %s: submit of %s failed", self.session_key, record.turn_id)
             outcome, lost = lost_outcome(record, "submit_failed", f"the submit failed: {exc}"), True
         if self.turns.running() is record:  # the harness returned without TurnEnded
