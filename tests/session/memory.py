@@ -27,8 +27,8 @@ from baton.session import (
     Placement,
     SessionHost,
     SessionSpec,
+    wire,
 )
-from baton.session import wire
 from baton.session.remote import RemoteSession
 from baton.session.serve import SessionServer
 

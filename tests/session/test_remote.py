@@ -28,8 +28,8 @@ from baton.session import (
     Succeeded,
     TurnEnded,
     TurnInput,
+    wire,
 )
-from baton.session import wire
 from baton.session.remote import RemoteSession
 from tests.session.memory import MemoryChannel, channel_pair
 

@@ -18,8 +18,8 @@ from baton.session import (
     Succeeded,
     TurnEnded,
     TurnInput,
+    wire,
 )
-from baton.session import wire
 from tests.session.test_types import ANSWER_SAMPLES, SAMPLES
 
 SPEC = SessionSpec(

@@ -33,8 +33,8 @@ from baton.session import (
     TextTail,
     TurnEnded,
     TurnInput,
+    wire,
 )
-from baton.session import wire
 from baton.session.serve import SessionServer
 from tests.runtime.scripted import ScriptedHost, ScriptedSession
 from tests.session.memory import HostHarness, MemoryChannel, channel_pair
@@ -59,6 +59,11 @@ class Client:
     channel: MemoryChannel
     got: list[Any] = field(default_factory=list)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    reader: asyncio.Task[None] | None = None
+
+    def start(self) -> Client:
+        self.reader = asyncio.ensure_future(self.read())
+        return self
 
     async def read(self) -> None:
         try:
@@ -116,8 +121,7 @@ async def rig() -> AsyncIterator[Callable[..., Any]]:
             on_orphan=lambda: orphaned.append(True),
         )
         client_end, server_end = channel_pair()
-        client = Client(client_end)
-        asyncio.ensure_future(client.read())
+        client = Client(client_end).start()
         served = asyncio.ensure_future(server.serve(server_end))
         if hello:
             await client.send(wire.Hello(role="client"))
@@ -212,7 +216,8 @@ async def test_an_answer_is_acknowledged_with_the_harness_result(rig: Any) -> No
     await r.client.until(lambda: r.session.submits, "the turn")
     request_id = r.session.ask(PERMISSION)
     r.session.answer_with = AnswerResult(delivered=True, taken=None, by="protocol", choice="once")
-    await r.client.send(wire.Answer(op_id=2, request_id=request_id, answer=Choose(option_id="once")))
+    choose = Choose(option_id="once")
+    await r.client.send(wire.Answer(op_id=2, request_id=request_id, answer=choose))
     (ack,) = await r.client.until(lambda: r.client.acks(2), "the answer's ack")
     assert ack.result == r.session.answer_with
     assert r.session.answers == [(request_id, Choose(option_id="once"))]
@@ -328,8 +333,7 @@ async def test_a_kept_session_is_re_adopted_by_a_later_connection(rig: Any) -> N
     r.session.send(TextTail(turn_id="t1", tail="more"))  # while nobody is connected
     r.session.submitting()
     again_client, again_server = channel_pair()
-    again = Client(again_client)
-    asyncio.ensure_future(again.read())
+    again = Client(again_client).start()
     served = asyncio.ensure_future(r.server.serve(again_server))
     await again.send(wire.Hello(role="client"))
     await again.send(wire.Adopt(spec=SPEC, attachment={"k": 1}, after_seq=seen))

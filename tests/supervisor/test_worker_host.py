@@ -21,7 +21,15 @@ import pytest
 from baton.engine.admission import Admission
 from baton.engine.clock import utc_now
 from baton.engine.locks import WorkspaceLocks
-from baton.engine.policy import Expiring, HoldForCaller, RepoSlots, SessionPolicy
+from baton.engine.policy import (
+    DecideAtOnce,
+    Expiring,
+    HoldForCaller,
+    Permanent,
+    RepoSlots,
+    SessionPolicy,
+    TreeLocks,
+)
 from baton.engine.runtime.live import LiveSession, OpenOk
 from baton.engine.runtime.state import SessionState
 from baton.engine.runtime.table import LiveSessions
@@ -47,6 +55,15 @@ from tests.e2e.baton_client import FAKE_DROID
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
+PER_TURN = SessionPolicy(
+    name="controller",
+    prompts=DecideAtOnce(approve_once_at="high"),
+    default_autonomy="high",
+    idempotency=Permanent(),
+    concurrency=TreeLocks(max_live=4),
+    lifetime="per_turn",
+    max_call_s=120.0,
+)
 POLICY = SessionPolicy(
     name="droid-mcp",
     prompts=HoldForCaller(expires_after_s=None),
@@ -65,6 +82,7 @@ class Env:
     workspace: Path
     child_pidfile: Path
     table: LiveSessions
+    extra: dict[str, str]
     bound: WorkerHost | None = None
 
     def handle(self) -> WorkerHandle:
@@ -112,7 +130,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     }
     pool = WorkerPool(worker_environment(extra), keep_spare=False)
     table = LiveSessions(Admission(lambda: WorkspaceLocks(locks), cleanup_wait_s=5.0))
-    made = Env(WorkerHost(pool, store, now=utc_now), store, workspace, pidfile, table)
+    made = Env(WorkerHost(pool, store, now=utc_now), store, workspace, pidfile, table, extra)
     try:
         yield made
     finally:
@@ -251,3 +269,26 @@ async def test_the_model_catalogue_comes_from_a_worker_of_its_own(env: Env) -> N
     with pytest.raises(HarnessError) as failed:
         await env.host.list_models("no-such-harness", {}, str(env.workspace), 20.0)
     assert failed.value.reason == "models_failed" and "no-such-harness" in failed.value.message
+
+
+async def test_an_interrupt_while_droid_opens_ends_the_queued_turn_unsubmitted(env: Env) -> None:
+    extra = {**env.extra, "FAKE_DROID_MODE": "hang-on-initialize"}
+    pool = WorkerPool(worker_environment(extra), keep_spare=False)
+    host = WorkerHost(pool, env.store, now=utc_now).bound("ses-h", "run-1")
+    try:
+        live = env.table.create(session_key="ses-h", policy=PER_TURN, host=host, spec=env.spec())
+        record = live.submit(_turn("FAKE:text=never"))  # a per-turn session's one turn, queued
+        live.open()
+        await _until(lambda: host.lease is not None and host.lease.handle, "the worker started")
+        group = _group(env)
+        await asyncio.sleep(0.5)  # Droid hangs in initialize_session
+        await live.interrupt()
+        await asyncio.wait_for(live.gone.wait(), 20)
+        outcome = record.outcome
+        assert isinstance(outcome, Interrupted) and outcome.state == "cancelled", outcome
+        assert outcome.submitted is False and "no prompt was submitted" in outcome.message
+        assert not record.lost, "the turn was settled by the loss rule, not by the worker"
+        assert live.state is SessionState.CLOSED
+        assert not procs.ours(group) and not env.store.unreaped_workers()
+    finally:
+        await pool.close()

@@ -307,8 +307,8 @@ class SessionServer:
             await settle(session.interrupt())
         elif self._queued is not None and self._opener is not None:
             queued, self._queued = self._queued, None  # the open is given up with its turn
+            self.emit(_cancelled_while_opening(queued.turn.turn_id))  # before a close can end us
             await self._cancel_open()
-            self.emit(_cancelled_while_opening(queued.turn.turn_id))
         self._out.ack(op.op_id)
 
     async def _cancel_open(self) -> None:
