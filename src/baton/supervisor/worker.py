@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -67,7 +68,12 @@ async def _run(ipc: IO[bytes]) -> None:
     # A spare worker waits for its job; importing its harness first takes that cost off the
     # start path (the server sends the job only after the run is accepted, and it waits in the
     # pipe meanwhile).
-    preload(name for name in os.environ.pop(procs.PRELOAD_ENV, "").split(",") if name)
+    kinds = [name for name in os.environ.pop(procs.PRELOAD_ENV, "").split(",") if name]
+    preload(kinds)
+    if kinds:
+        # A spare also imports the legacy job path (removed by P5) while it waits, as it always
+        # imported that wire: importing it once the job has come would put it on the start path.
+        importlib.import_module("baton.supervisor.legacy_jobs")
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -79,7 +85,7 @@ async def _run(ipc: IO[bytes]) -> None:
         await serve_session(
             channel, build, orphan="stop", on_orphan=procs.kill_own_group, first_line=first
         )
-    else:  # imported only here: the legacy path imports Droid's harness at once
+    else:
         from baton.supervisor import legacy_jobs
 
         await legacy_jobs.run(first, reader, ipc)
