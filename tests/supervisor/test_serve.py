@@ -198,7 +198,7 @@ async def test_a_second_queued_turn_is_refused_busy(rig: Any) -> None:
     assert ack.refused.state == "opening"
 
 
-async def test_a_submit_the_harness_refuses_is_acknowledged_busy(rig: Any) -> None:
+async def test_a_second_submit_while_a_turn_runs_is_acknowledged_busy(rig: Any) -> None:
     r = await rig()
     await r.client.until(lambda: r.host.sessions, "open")
     await r.client.send(wire.Submit(op_id=1, turn=_turn("t1")))

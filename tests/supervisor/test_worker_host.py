@@ -292,3 +292,20 @@ async def test_an_interrupt_while_droid_opens_ends_the_queued_turn_unsubmitted(e
         assert not procs.ours(group) and not env.store.unreaped_workers()
     finally:
         await pool.close()
+
+
+async def test_a_session_closed_while_droid_opens_leaves_no_worker(env: Env) -> None:
+    extra = {**env.extra, "FAKE_DROID_MODE": "hang-on-initialize"}
+    pool = WorkerPool(worker_environment(extra), keep_spare=False)
+    host = WorkerHost(pool, env.store, now=utc_now).bound("ses-c")
+    try:
+        live = env.table.create(session_key="ses-c", policy=POLICY, host=host, spec=env.spec())
+        live.open()
+        await _until(lambda: host.lease is not None and host.lease.handle, "the worker started")
+        group = _group(env)
+        await asyncio.sleep(0.5)  # Droid hangs in initialize_session
+        await asyncio.wait_for(live.close(reason="launcher_gone"), 20)
+        assert live.state is SessionState.CLOSED and len(env.table) == 0
+        assert not procs.ours(group) and not env.store.unreaped_workers()
+    finally:
+        await pool.close()

@@ -257,6 +257,9 @@ class SessionServer:
         self._start_turn(session, op)
 
     def _start_turn(self, session: AgentSession, op: wire.Submit) -> None:
+        if self._running is not None and not self._running.done():
+            self._refuse_busy(op.op_id, SessionBusy("working", "submit"))  # one turn at a time
+            return
         self._out.turn_id = op.turn.turn_id
         self._running = self._spawn(self._run_turn(session, op))
 

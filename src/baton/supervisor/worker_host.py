@@ -89,7 +89,12 @@ class WorkerLease:
         OSError
             If no worker can be started.
         """
-        handle = await self._pool.take()
+        taking = asyncio.ensure_future(self._pool.take())
+        try:
+            handle = await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(_send_away)  # taken for a cancelled open: it has no job
+            raise
         group = handle.group
         self._store.record_worker(
             group.pgid,
@@ -174,6 +179,13 @@ class WorkerLease:
         await asyncio.shield(self._stopping)
 
 
+def _send_away(taking: asyncio.Future[WorkerHandle]) -> None:
+    """A worker taken for an open that was cancelled: closing its stdin ends it (a worker whose
+    first line never comes exits), before its group was ever recorded."""
+    if not taking.cancelled() and taking.exception() is None:
+        taking.result().close_stdin()
+
+
 class _Pipe:
     """A worker's pipe as a line channel (:class:`~baton.session.outbox.LineChannel`)."""
 
@@ -249,7 +261,7 @@ class WorkerHost:
             spec=spec,
             stop=lease.stop,
             lost_reason="worker_exited",
-            lost_message="the worker exited",
+            lost_message="the worker died",
             gone_message=WORKER_GONE,
         )
         try:
@@ -262,6 +274,9 @@ class WorkerHost:
             raise HarnessError(
                 "spawn_failed", "the worker exited before it got its job", cleanup=stop
             ) from exc
+        except BaseException:
+            await asyncio.shield(lease.stop(True))  # a cancelled open leaves no worker behind
+            raise
         return session
 
     async def adopt(self, spec: SessionSpec, attachment: Attachment, emit: Emit) -> RemoteSession:

@@ -29,6 +29,7 @@ from baton.engine.policy import SessionPolicy
 from baton.engine.runtime.dispatch import Dispatcher
 from baton.engine.runtime.state import SessionState, Trigger
 from baton.engine.runtime.turns import CloseReason, TurnRecord, lost_outcome
+from baton.paging import clip
 from baton.session.errors import ChannelLost, HarnessError, SessionBusy
 from baton.session.events import Opened
 from baton.session.protocol import AgentSession, SessionHost
@@ -213,10 +214,11 @@ class Supervised(Dispatcher):
         if self.move(Trigger.EXITED) is None:
             log.error("session %s: the agent exited while %s", self.session_key, self.state.value)
             return
-        self.lose_turn(reason, "the agent exited")
+        message = self.exit_message or "the agent exited"
+        self.lose_turn(reason, message)
         if self.state is SessionState.CLOSED:
             return  # it was closing: the close finishes the session
-        self.record("session_exited", {"reason": reason, "message": ""})
+        self.record("session_exited", {"reason": reason, "message": clip(self.exit_message, 4000)})
         self._spawn(self._finish())
 
     async def _supervision_failed(self, agent: AgentSession) -> None:
