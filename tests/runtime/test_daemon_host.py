@@ -48,8 +48,8 @@ async def test_a_spec_the_host_cannot_serve_is_refused_before_anything_starts(
     fields: dict[str, object], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A kind whose sessions live elsewhere (as W3-C's ACP sessions live in a pane host).
-    elsewhere = registry.Entry("baton.harnesses.tmux.harness", "TmuxHarness", "pane")
-    monkeypatch.setitem(registry.SESSION_HARNESSES, "acp-like", elsewhere)
+    elsewhere = registry.Entry("baton.harnesses.tmux.harness", "pane")
+    monkeypatch.setitem(registry.HARNESSES, "acp-like", elsewhere)
     host = DaemonHost(LocalHost())
     spec = _spec(tmp_path, **fields)
     for adopt in (False, True):

@@ -23,7 +23,6 @@ from baton.engine import admission, keys
 from baton.engine.catalogue import Catalogue
 from baton.engine.clock import new_id, utc_now
 from baton.engine.intents import TurnRequest
-from baton.engine.lease import WorkerLease
 from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder, HeldLock, WorkspaceLocks
 from baton.engine.policy import POLICIES, SurfacePolicy
@@ -35,8 +34,10 @@ from baton.engine.workspaces import TreeLock, find_conflict
 from baton.errors import BatonError
 from baton.runtime import runtime_dir
 from baton.store import Store
-from baton.supervisor import procs, wire
-from baton.supervisor.supervisor import WorkerPool, worker_environment
+from baton.supervisor import wire
+from baton.supervisor.pool import WorkerPool, worker_environment
+from baton.supervisor.recovery import reap_recorded_groups
+from baton.supervisor.worker_host import WorkerLease
 
 if TYPE_CHECKING:
     from baton.engine.droid_mcp.service import DroidMcp
@@ -148,10 +149,7 @@ class Engine:
             if policy.lifetime == "per_session":  # their agents died with the previous owner
                 for session in self.store.open_sessions(policy.name):
                     self.store.set_session_status(session["session_key"], "closed", utc_now())
-        for row in self.store.unreaped_workers():
-            group = procs.WorkerGroup(int(row["pgid"]), float(row["started"]), row["marker"])
-            if procs.kill_recorded_group(group):
-                self.store.mark_reaped(group.pgid, group.started)
+        reap_recorded_groups(self.store)
         return settled
 
     async def shutdown(self) -> None:
@@ -196,6 +194,7 @@ class Engine:
             session_key=session_key,
             run_id=run_id,
             grace_ms=self.config.cancelGraceMs,
+            now=utc_now,
         )
         session = LiveSession(
             store=self.store,

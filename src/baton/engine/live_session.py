@@ -23,13 +23,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from baton.engine.eventlog import EventLog
-from baton.engine.lease import WorkerLease
 from baton.engine.policy import SurfacePolicy
 from baton.engine.prompts import PendingPrompts
 from baton.engine.recorder import RunRecorder, TurnObserver
 from baton.limits import bounded
 from baton.store import Store
 from baton.supervisor import wire
+from baton.supervisor.worker_host import WorkerLease
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +245,6 @@ class LiveSession:
                 "prompt_resolved",
                 {"turnId": report.turnId, "requestId": report.requestId, "by": report.by},
             )
-        elif isinstance(report, wire.ScreenReport):
-            self.log.append("screen_state", {"turnId": report.turnId, "state": report.state})
         elif isinstance(report, wire.TerminalReport):
             self._terminal(report)
         elif isinstance(report, wire.StderrReport):

@@ -1,120 +1,96 @@
-"""Harnesses by kind: the worker builds the one its job names (``WAVE2.md`` §6.4), and a session
-host builds the one a session's spec names (:func:`build`).
+"""Harnesses by kind: where each one's code lives and where its sessions are hosted.
 
-A harness is built from its session options only (``SessionSpec.options``), so the worker needs no
-knowledge of any particular agent. Imports are deferred: a worker pays only for the harness its
-job uses (``droid_sdk`` alone costs about half a second of imports, measured in ``bench/``).
+The engine and the services see harnesses only through this module (``scripts/check_layout.py``
+enforces it). Each kind has one :class:`Entry`: the module that builds it (imported only when a
+harness of that kind is built, so a worker pays only for the harness its job uses: ``droid_sdk``
+alone costs about half a second of imports, measured in ``bench/start_overhead.py``) and its
+:data:`~baton.session.protocol.Placement`, the kind of host that supervises its agents
+(``W3A-PLAN.md`` §1.3, §2.6):
 
-Two tables, until P2 moves Droid onto the session seam and P7 deletes the old one:
-:data:`HARNESSES` builds the worker's harnesses of ``harnesses/base.py``'s protocol (Droid);
-:data:`SESSION_HARNESSES` names, per kind, the seam's harness (:class:`baton.session.Harness`)
-and where its sessions live (:data:`~baton.session.protocol.Placement`): ``tmux`` in the daemon.
-The worker's old ``tmux`` entry is gone: nothing sent the worker a tmux job (the daemon hosts
-tmux sessions itself), and its harness now speaks the seam.
+- ``droid``: in a worker process behind a pipe (``supervisor/worker_host.py``);
+- ``tmux``: in the daemon itself (``engine/runtime/daemon_host.py``): its agents live in tmux panes
+  that outlive any Baton process, so a worker between them would add nothing.
+
+A new harness adds its folder and one line here (``W3A-PLAN.md`` §1.4); the ACP harness (``pane``)
+joins when it speaks the seam's protocol.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from baton.harnesses.base import Harness
-from baton.hosts.base import Host
-from baton.session.protocol import Harness as SessionHarness
-from baton.session.protocol import Placement
+from baton.session.protocol import Harness, Placement
 
-
-def _droid(options: Mapping[str, Any]) -> Harness:
-    from baton.harnesses.droid.harness import DroidHarness
-    from baton.harnesses.droid.options import DroidOptions
-
-    parsed = DroidOptions.parse(options)
-    return DroidHarness(parsed.droid_path, parsed.settings_file)
-
-
-HARNESSES: dict[str, Callable[[Mapping[str, Any]], Harness]] = {"droid": _droid}
-
-#: The module each harness's factory imports (what :func:`preload` imports ahead of a job).
-MODULES: dict[str, str] = {"droid": "baton.harnesses.droid.harness"}
+if TYPE_CHECKING:
+    from baton.hosts.base import Host
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A harness of the session seam: ``module``'s ``factory(machine=...)`` builds it; its
-    sessions live where ``placement`` says."""
+    """Where a harness kind's code lives and who hosts its sessions.
+
+    ``module`` defines ``build(options, machine) -> Harness``: the harness configured from its
+    options (a spec's ``options``, or those a model listing is run with), for the sessions of
+    ``machine`` (None: this machine).
+    """
 
     module: str
-    factory: str
     placement: Placement
 
 
-SESSION_HARNESSES: dict[str, Entry] = {
-    "tmux": Entry("baton.harnesses.tmux.harness", "TmuxHarness", "daemon"),
+HARNESSES: dict[str, Entry] = {
+    "droid": Entry("baton.harnesses.droid.harness", "worker"),
+    "tmux": Entry("baton.harnesses.tmux.harness", "daemon"),
 }
 
 
-def placement(kind: str) -> Placement:
-    """Where sessions of harness ``kind`` live.
+def entry(kind: str) -> Entry:
+    """The registry entry of ``kind``.
 
     Raises
     ------
     KeyError
-        If no harness of the session seam has that kind.
+        If no harness has that kind (the message names the known ones).
     """
-    return _entry(kind).placement
-
-
-def build(kind: str, *, machine: Host | None = None) -> SessionHarness:
-    """The harness ``kind`` for sessions on ``machine`` (None: this one).
-
-    Raises
-    ------
-    KeyError
-        If no harness of the session seam has that kind.
-    ValueError
-        If the harness cannot run on ``machine``.
-    """
-    entry = _entry(kind)
-    factory = getattr(importlib.import_module(entry.module), entry.factory)
-    harness: SessionHarness = factory(machine=machine)
-    return harness
-
-
-def _entry(kind: str) -> Entry:
     try:
-        return SESSION_HARNESSES[kind]
+        return HARNESSES[kind]
     except KeyError:
-        known = sorted(SESSION_HARNESSES)
-        raise KeyError(f"unknown harness {kind!r}; known: {known}") from None
+        raise KeyError(f"unknown harness {kind!r}; known: {sorted(HARNESSES)}") from None
 
 
-def preload(names: Iterable[str]) -> None:
-    """Import the modules of the harnesses ``names`` now, so building one later costs no imports.
+def placement(kind: str) -> Placement:
+    """Where sessions of ``kind`` are hosted. Raises ``KeyError`` as :func:`entry`."""
+    return entry(kind).placement
+
+
+def preload(kinds: Iterable[str]) -> None:
+    """Import the modules of the harnesses ``kinds`` now, so building one later costs no imports.
 
     A spare worker calls this while it waits for a job (``droid_sdk`` alone is ~0.5 s of imports
-    on 2 cores, measured in ``bench/start_overhead.py``). Unknown names are ignored: the job that
-    names one gets the registry's error.
+    on 2 cores, measured in ``bench/start_overhead.py``). Unknown kinds are ignored: the job that
+    names one gets :func:`build`'s error.
     """
-    for name in names:
-        module = MODULES.get(name)
-        if module is not None:
-            importlib.import_module(module)
+    for kind in kinds:
+        known = HARNESSES.get(kind)
+        if known is not None:
+            importlib.import_module(known.module)
 
 
-def build_harness(name: str, options: Mapping[str, Any]) -> Harness:
-    """The harness called ``name``, configured from ``options``.
+def build(
+    kind: str, options: Mapping[str, Any] | None = None, *, machine: Host | None = None
+) -> Harness:
+    """The harness of ``kind``, configured from ``options`` (None: none), for sessions on
+    ``machine`` (None: this machine).
 
     Raises
     ------
     KeyError
-        If no harness has that name.
+        If no harness has that kind.
     ValueError
-        If the options are not valid for it.
+        If the options are not valid for it, or it cannot run on ``machine``.
     """
-    try:
-        factory = HARNESSES[name]
-    except KeyError:
-        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES)}") from None
-    return factory(options)
+    module = importlib.import_module(entry(kind).module)
+    return cast(Harness, module.build(options or {}, machine))

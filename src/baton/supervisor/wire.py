@@ -1,4 +1,9 @@
-"""The worker pipe protocol, defined once for both ends (``WAVE2.md`` §6.5).
+"""The legacy worker pipe protocol, defined once for both ends (``WAVE2.md`` §6.5).
+
+Removed by P5: the engine's controller and droid-mcp paths still start their workers with these
+jobs until they switch to :class:`~baton.supervisor.worker_host.WorkerHost`, whose workers speak
+:mod:`baton.session.wire`. A worker tells the two apart by its first line
+(:mod:`baton.supervisor.worker`); the legacy jobs run in :mod:`baton.supervisor.legacy`.
 
 One JSON object per line, ASCII-only on the wire (``ensure_ascii``), so any string, even one with
 an unpaired surrogate, crosses losslessly and a line can never fail to encode.
@@ -17,17 +22,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from baton.harnesses.base import (
-    Declined,
-    Failed,
-    Interrupted,
-    PromptRequest,
-    SessionSpec,
-    Succeeded,
-    TurnInput,
-    TurnOutcome,
-    Unknown,
-)
+from baton.session.outcomes import Succeeded, TurnOutcome
 
 #: How a worker ends when its server disappears: ``per_turn`` and ``per_session`` stop their
 #: agent (interrupt, grace, kill the group); ``detached`` agents (tmux) are left running.
@@ -39,7 +34,8 @@ class _Msg(BaseModel):
 
 
 class SpecMsg(_Msg):
-    """A :class:`~baton.harnesses.base.SessionSpec` on the wire."""
+    """A session's spec on the wire (the legacy worker reads it as a
+    :class:`~baton.session.spec.SessionSpec`)."""
 
     workspace: str
     autonomy: str
@@ -51,46 +47,15 @@ class SpecMsg(_Msg):
     setupTimeoutS: float = 30.0
     options: dict[str, Any] = Field(default_factory=dict)
 
-    @classmethod
-    def of(cls, spec: SessionSpec) -> SpecMsg:
-        return cls(
-            workspace=spec.workspace,
-            autonomy=spec.autonomy,
-            model=spec.model,
-            reasoningEffort=spec.reasoning_effort,
-            resumeId=spec.resume_id,
-            forkFrom=spec.fork_from,
-            cancelGraceMs=spec.cancel_grace_ms,
-            setupTimeoutS=spec.setup_timeout_s,
-            options=dict(spec.options),
-        )
-
-    def spec(self) -> SessionSpec:
-        return SessionSpec(
-            workspace=self.workspace,
-            autonomy=self.autonomy,
-            model=self.model,
-            reasoning_effort=self.reasoningEffort,
-            resume_id=self.resumeId,
-            fork_from=self.forkFrom,
-            cancel_grace_ms=self.cancelGraceMs,
-            setup_timeout_s=self.setupTimeoutS,
-            options=self.options,
-        )
-
 
 class TurnMsg(_Msg):
-    """A :class:`~baton.harnesses.base.TurnInput` on the wire."""
+    """A turn on the wire (the legacy worker reads it as a :class:`~baton.session.spec.TurnInput`;
+    ``settings`` holds per-turn changes in the engine's camelCase keys)."""
 
     turnId: str
     prompt: str
     label: str = ""
     settings: dict[str, Any] = Field(default_factory=dict)
-
-    def input(self) -> TurnInput:
-        return TurnInput(
-            turn_id=self.turnId, prompt=self.prompt, label=self.label, settings=self.settings
-        )
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -202,9 +167,6 @@ class DeclinedReport(_Msg):
     kind: Literal["permission", "askUser"]
     item: dict[str, Any]
 
-    def declined(self) -> Declined:
-        return Declined(self.kind, self.item)
-
 
 class PendingReport(_Msg):
     t: Literal["pending"] = "pending"
@@ -215,14 +177,6 @@ class PendingReport(_Msg):
     options: list[str]
     denyListed: bool = False
 
-    def request(self) -> PromptRequest:
-        return PromptRequest(
-            kind=self.kind,
-            payload=self.payload,
-            options=tuple(self.options),
-            deny_listed=self.denyListed,
-        )
-
 
 class ResolvedReport(_Msg):
     t: Literal["resolved"] = "resolved"
@@ -231,14 +185,8 @@ class ResolvedReport(_Msg):
     by: str
 
 
-class ScreenReport(_Msg):
-    t: Literal["screen"] = "screen"
-    turnId: str
-    state: Literal["working", "needs_input", "idle"]
-
-
 class TerminalReport(_Msg):
-    """A turn's outcome (:data:`~baton.harnesses.base.TurnOutcome`) on the wire."""
+    """A turn's outcome (:data:`~baton.session.outcomes.TurnOutcome`) on the wire."""
 
     t: Literal["terminal"] = "terminal"
     turnId: str
@@ -262,30 +210,6 @@ class TerminalReport(_Msg):
             submitted=outcome.submitted,
             agentTerminal=outcome.agent_terminal,
             basis=basis,
-        )
-
-    def outcome(self) -> TurnOutcome:
-        if self.state == "succeeded":
-            return Succeeded(
-                reason=self.reason, message=self.message, text=self.text, basis=self.basis
-            )
-        if self.state in ("cancelled", "interrupted"):
-            return Interrupted(
-                state="cancelled" if self.state == "cancelled" else "interrupted",
-                reason=self.reason,
-                message=self.message,
-                text=self.text,
-                submitted=self.submitted,
-                agent_terminal=self.agentTerminal,
-            )
-        if self.state == "unknown":
-            return Unknown(reason=self.reason, message=self.message, text=self.text)
-        return Failed(
-            reason=self.reason,
-            message=self.message,
-            text=self.text,
-            submitted=self.submitted,
-            agent_terminal=self.agentTerminal,
         )
 
 
@@ -325,7 +249,6 @@ Report: TypeAlias = Annotated[
     | DeclinedReport
     | PendingReport
     | ResolvedReport
-    | ScreenReport
     | TerminalReport
     | StderrReport
     | ModelsReport

@@ -95,6 +95,8 @@ class SessionCore(abc.ABC):
         self.attachment: Attachment | None = None
         self.worktree: AgentWorktree | None = None
         self.exit_reason: str | None = None
+        #: What the harness said of the agent's exit (``AgentExited.message``), if anything.
+        self.exit_message = ""
         #: ``(reason, message)`` of a failed open or re-adoption.
         self.open_failure: tuple[str, str] | None = None
         #: The current open is a re-adoption (``adopt``, or supervision re-adopting).

@@ -130,7 +130,8 @@ class Dispatcher(SessionCore):
             if (last := self.turns.last) is not None and last.observer is not None:
                 last.observer.on_output(event.text)
         elif isinstance(event, AgentExited):
-            self.exit_reason = self.exit_reason or event.reason
+            if self.exit_reason is None:
+                self.exit_reason, self.exit_message = event.reason, event.message
             if not self.state.terminal:
                 self._exited(self.exit_reason)
         elif isinstance(event, HostLost):

@@ -29,7 +29,8 @@ from baton.engine.policy import SessionPolicy
 from baton.engine.runtime.dispatch import Dispatcher
 from baton.engine.runtime.state import SessionState, Trigger
 from baton.engine.runtime.turns import CloseReason, TurnRecord, lost_outcome
-from baton.session.errors import HarnessError, SessionBusy
+from baton.paging import clip
+from baton.session.errors import ChannelLost, HarnessError, SessionBusy
 from baton.session.events import Opened
 from baton.session.protocol import AgentSession, SessionHost
 from baton.session.spec import Attachment, SessionSpec
@@ -156,7 +157,9 @@ class Supervised(Dispatcher):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if not isinstance(exc, SessionBusy):
+            # A lost channel is an agent side gone away (reported as AgentExited first), not a
+            # fault of the runtime's: its turn is settled by the loss rule either way.
+            if not isinstance(exc, SessionBusy | ChannelLost):
                 log.exception("session %s: submit of %s failed", self.session_key, record.turn_id)
             outcome, lost = lost_outcome(record, "submit_failed", f"the submit failed: {exc}"), True
         if self.turns.running() is record:  # the harness returned without TurnEnded
@@ -211,10 +214,11 @@ class Supervised(Dispatcher):
         if self.move(Trigger.EXITED) is None:
             log.error("session %s: the agent exited while %s", self.session_key, self.state.value)
             return
-        self.lose_turn(reason, "the agent exited")
+        message = self.exit_message or "the agent exited"
+        self.lose_turn(reason, message)
         if self.state is SessionState.CLOSED:
             return  # it was closing: the close finishes the session
-        self.record("session_exited", {"reason": reason, "message": ""})
+        self.record("session_exited", {"reason": reason, "message": clip(self.exit_message, 4000)})
         self._spawn(self._finish())
 
     async def _supervision_failed(self, agent: AgentSession) -> None:

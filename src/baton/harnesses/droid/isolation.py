@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 from droid_sdk.client import DroidClient
 from droid_sdk.errors import DroidError
 
-from baton.harnesses.base import HarnessError, SessionSink
 from baton.harnesses.droid import puck
 from baton.harnesses.droid.settings import settings_mismatch
-from baton.harnesses.droid.setup import ReportedSettings
+from baton.harnesses.droid.setup import ReadBack
+from baton.harnesses.droid.turn import activity
+from baton.session.errors import HarnessError
+from baton.session.protocol import Emit
 
 _T = TypeVar("_T")
 
@@ -29,9 +31,9 @@ DISCOVERY_TIMEOUT_S = 30.0
 
 async def isolate_reply_channel(
     client: DroidClient,
-    reported: ReportedSettings,
+    reported: ReadBack,
     wanted: Mapping[str, str | None],
-    sink: SessionSink,
+    emit: Emit,
     turn_id: str,
 ) -> dict[str, Any]:
     """List, disable every Amp tool but the puck, apply, read back, list again (before every
@@ -70,7 +72,8 @@ async def isolate_reply_channel(
         raise HarnessError(
             "settings_mismatch", f"Droid replaced the requested settings: {mismatch}"
         )
-    sink.event(
+    activity(
+        emit,
         turn_id,
         {"type": "reply_channel_ready", "allowed": puck.PUCK_TOOL, "disabledToolIds": disabled},
     )

@@ -15,7 +15,7 @@ import psutil
 from droid_sdk.client import DroidClient
 from droid_sdk.transport import ProcessTransport
 
-from baton.harnesses.base import HarnessError
+from baton.session.errors import HarnessError
 from baton.text import clean
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,10 @@ from typing import Any
 
 from droid_sdk.schemas.enums import AutonomyLevel, DroidInteractionMode
 
+from baton.config import AUTONOMY_ORDER
+from baton.session.errors import HarnessError
+from baton.session.events import AgentWorktree, ReportedSettings
+
 EXEC_ARGS = ["exec", "--input-format", "stream-jsonrpc", "--output-format", "stream-jsonrpc"]
 
 
@@ -53,3 +57,51 @@ def settings_mismatch(
         if value is not None and settings.get(key) != value
     ]
     return "; ".join(problems) or None
+
+
+class SettingsMismatch(HarnessError):
+    """Droid opened the conversation but replaced a requested setting (``settings_mismatch``):
+    nothing may be submitted. Carries what Droid made of it, for the legacy worker path, which
+    reports the session as opened first (removed by P5 with that path)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        agent_session_id: str,
+        settings: Mapping[str, Any],
+        worktree: AgentWorktree | None,
+    ) -> None:
+        super().__init__("settings_mismatch", message)
+        self.agent_session_id = agent_session_id
+        self.settings = dict(settings)
+        self.worktree = worktree
+
+
+def reported_settings(settings: Mapping[str, Any]) -> ReportedSettings:
+    """Droid's read-back ``settings`` (protocol JSON) in the seam's words: ``modelId`` →
+    ``model``, ``reasoningEffort``, ``autonomyLevel`` → ``autonomy`` (None if it is not one of
+    Baton's levels), ``interactionMode`` → ``mode``."""
+
+    def text(key: str) -> str | None:
+        value = settings.get(key)
+        return value if isinstance(value, str) else None
+
+    autonomy = text("autonomyLevel")
+    return ReportedSettings(
+        model=text("modelId"),
+        reasoning_effort=text("reasoningEffort"),
+        autonomy=autonomy if autonomy in AUTONOMY_ORDER else None,  # type: ignore[arg-type]
+        mode=text("interactionMode"),
+    )
+
+
+def protocol_json(reported: ReportedSettings) -> dict[str, Any]:
+    """The four protocol keys of :func:`reported_settings`, back in Droid's words (the legacy
+    worker reports settings so until P5 switches its callers; removed by P5)."""
+    return {
+        "modelId": reported.model,
+        "reasoningEffort": reported.reasoning_effort,
+        "interactionMode": reported.mode,
+        "autonomyLevel": reported.autonomy,
+    }

@@ -4,7 +4,7 @@ Protocol facts used here (``shared/reference/droid-protocol.md``):
 - settings go through ``initialize_session`` / ``load_session`` / ``update_session_settings``,
   never CLI flags, and the settings Droid returns are compared with what was asked (§5);
 - ``settings_updated`` precedes the response of the request that caused it on the wire (§5), so
-  right after a settings request :class:`ReportedSettings` already holds Droid's read-back;
+  right after a settings request :class:`ReadBack` already holds Droid's read-back;
 - with a reply channel, the Amp endpoint is attached through ``mcpServers`` on create and on
   every load (§5, §14; :mod:`baton.harnesses.droid.puck`).
 
@@ -13,19 +13,21 @@ The mapping of Baton's settings onto Droid's is :mod:`baton.harnesses.droid.sett
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from droid_sdk.client import DroidClient
 from droid_sdk.schemas.enums import DroidInteractionMode, ReasoningEffort
 
-from baton.harnesses.base import SessionSpec
 from baton.harnesses.droid import puck
 from baton.harnesses.droid.options import DroidOptions
 from baton.harnesses.droid.settings import protocol_settings, settings_mismatch
+from baton.session.spec import JsonObject, RunSettings, SessionSpec
+
+#: The autonomy a spec without one runs at (the read-only level; services always set one).
+DEFAULT_AUTONOMY = "off"
 
 
-class ReportedSettings:
+class ReadBack:
     """The session settings Droid reported last, as protocol JSON (``{}`` before any).
 
     Written by the session's ``settings_updated`` handler, by the loads in
@@ -41,14 +43,16 @@ class ReportedSettings:
 
 def wanted_settings(spec: SessionSpec, options: DroidOptions) -> dict[str, str | None]:
     """The protocol settings asked for at open, for :func:`settings_mismatch` (None: not asked)."""
-    mode, level = protocol_settings(spec.autonomy, spec_when_off=options.spec_when_off)
+    settings = spec.settings
+    autonomy = settings.autonomy or DEFAULT_AUTONOMY
+    mode, level = protocol_settings(autonomy, spec_when_off=options.spec_when_off)
     if options.use_spec:
         mode = DroidInteractionMode.Spec
     return {
         "interactionMode": mode.value,
         "autonomyLevel": level.value,
-        "modelId": spec.model,
-        "reasoningEffort": spec.reasoning_effort,
+        "modelId": settings.model,
+        "reasoningEffort": settings.reasoning_effort,
     }
 
 
@@ -56,20 +60,22 @@ async def open_conversation(
     client: DroidClient,
     spec: SessionSpec,
     options: DroidOptions,
-    reported: ReportedSettings,
+    reported: ReadBack,
     cwd: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Create the session (in ``cwd``, default ``spec.workspace``), or load (and fork)
-    ``spec.resume_id`` / ``spec.fork_from`` and apply the requested settings to it.
+    ``spec.resume`` / ``spec.fork_from`` and apply the requested settings to it.
 
     Returns the session id and Droid's settings after the last request (not yet checked against
     :func:`wanted_settings`). Raises what the SDK raises (:class:`~droid_sdk.errors.DroidError`,
     ``ValueError``); the caller bounds the whole and maps failures.
     """
-    mode, level = protocol_settings(spec.autonomy, spec_when_off=options.spec_when_off)
+    asked = spec.settings
+    autonomy = asked.autonomy or DEFAULT_AUTONOMY
+    mode, level = protocol_settings(autonomy, spec_when_off=options.spec_when_off)
     if options.use_spec:
         mode = DroidInteractionMode.Spec
-    effort = ReasoningEffort(spec.reasoning_effort) if spec.reasoning_effort else None
+    effort = ReasoningEffort(asked.reasoning_effort) if asked.reasoning_effort else None
     spec_effort = (
         ReasoningEffort(options.spec_reasoning_effort) if options.spec_reasoning_effort else None
     )
@@ -80,7 +86,7 @@ async def open_conversation(
     )
     # What a new session is created with and a loaded one is updated to: the same settings.
     settings: dict[str, Any] = {
-        "model_id": spec.model,
+        "model_id": asked.model,
         "reasoning_effort": effort,
         "interaction_mode": mode,
         "autonomy_level": level,
@@ -90,7 +96,7 @@ async def open_conversation(
         "additional_tool_ids": _list(options.additional_tool_ids),
         "disabled_tool_ids": _list(options.disabled_tool_ids),
     }
-    if spec.resume_id is None and spec.fork_from is None:
+    if spec.resume is None and spec.fork_from is None:
         system_prompt = (
             {"type": "preset", "preset": "droid", "append": options.append_system_prompt}
             if options.append_system_prompt
@@ -105,7 +111,7 @@ async def open_conversation(
             **settings,
         )
         return created.session_id, created.settings.model_dump(by_alias=True, mode="json")
-    source = spec.fork_from or spec.resume_id
+    source = spec.fork_from or spec.resume
     assert source is not None
     loaded = await client.load_session(session_id=source, mcp_servers=servers)
     reported.value = loaded.settings.model_dump(by_alias=True, mode="json")
@@ -122,15 +128,17 @@ async def open_conversation(
 
 async def apply_turn_settings(
     client: DroidClient,
-    settings: Mapping[str, Any],
-    reported: ReportedSettings,
+    changes: RunSettings | None,
+    harness_changes: JsonObject,
+    reported: ReadBack,
     *,
     spec_when_off: bool,
 ) -> None:
     """Per-turn setting changes (droid-mcp ``droid_send``), checked by read-back.
 
-    Keys: ``model``, ``reasoningEffort``, ``autonomy``, ``specModel``,
-    ``specReasoningEffort``, ``useSpec`` (True switches to Spec mode; nothing switches back),
+    ``changes`` are the seam's (``model``, ``reasoning_effort``, ``autonomy``); the keys of
+    ``harness_changes`` are Droid's own: ``specModel``, ``specReasoningEffort``, ``useSpec``
+    (True switches to Spec mode; nothing switches back),
     ``restrictToolIds``/``additionalToolIds``/``disabledToolIds``, and ``addTags`` (added to
     the session's tags, keeping existing tags and their metadata).
 
@@ -141,13 +149,14 @@ async def apply_turn_settings(
     DroidError
         If Droid refused the update.
     """
-    autonomy = settings.get("autonomy")
+    asked = changes or RunSettings()
+    settings = harness_changes
     mode = level = None
-    if isinstance(autonomy, str):
-        mode, level = protocol_settings(autonomy, spec_when_off=spec_when_off)
+    if asked.autonomy is not None:
+        mode, level = protocol_settings(asked.autonomy, spec_when_off=spec_when_off)
     if settings.get("useSpec") is True:
         mode = DroidInteractionMode.Spec
-    effort = settings.get("reasoningEffort")
+    effort = asked.reasoning_effort
     spec_effort = settings.get("specReasoningEffort")
     tags = None
     if settings.get("addTags"):
@@ -155,7 +164,7 @@ async def apply_turn_settings(
         names = {t.get("name") for t in current}
         tags = current + [t for t in settings["addTags"] if t.get("name") not in names]
     await client.update_session_settings(
-        model_id=settings.get("model"),
+        model_id=asked.model,
         reasoning_effort=ReasoningEffort(effort) if effort else None,
         interaction_mode=mode,
         autonomy_level=level,
@@ -169,7 +178,7 @@ async def apply_turn_settings(
     wanted: dict[str, str | None] = {
         "interactionMode": mode.value if mode else None,
         "autonomyLevel": level.value if level else None,
-        "modelId": settings.get("model"),
+        "modelId": asked.model,
         "reasoningEffort": effort,
     }
     mismatch = settings_mismatch(wanted, reported.value)

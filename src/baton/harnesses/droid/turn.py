@@ -5,7 +5,9 @@ Facts from ``shared/reference/droid-protocol.md``: only ``agent_turn_completed``
 ``create_message`` text, else the joined ``assistant_text_delta`` pieces (§11b); the SDK maps
 ``completed``/``spec_handoff`` to success and ``cancelled``/``permission_rejected`` to an
 interruption, every other reason to a failure (§8). Text passes through :func:`baton.text.clean`
-here, at the harness boundary (a model can stream an unpaired surrogate).
+here, at the harness boundary (a model can stream an unpaired surrogate); event data is bounded
+here too (:func:`baton.limits.bounded`), so every :class:`~baton.session.events.Activity` is
+small and JSON-safe wherever it goes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from baton.harnesses.base import Failed, Interrupted, SessionSink, Succeeded, TurnOutcome
+from baton.limits import TAIL_LIMIT, bounded
+from baton.paging import tail
+from baton.session.events import Activity, TextTail
+from baton.session.outcomes import Failed, Interrupted, Succeeded, TurnOutcome
+from baton.session.protocol import Emit
 from baton.text import clean, clean_json
 
 SUCCESS_REASONS = frozenset({"completed", "spec_handoff"})
@@ -34,10 +40,19 @@ class TurnState:
     tool_calls_seen: set[str] = field(default_factory=set)
     blocked: list[dict[str, Any]] = field(default_factory=list)
     """Tool results in which Droid itself refused a command after approval (``droid-shield``)."""
+    streamed: str = ""
+    """The streamed answer's tail, raw (trimmed only when far past :data:`TAIL_LIMIT`)."""
 
 
-def fold_notification(note: Mapping[str, Any], turn: TurnState, sink: SessionSink) -> None:
-    """Fold one session notification of the running turn into its state and the sink's events."""
+def activity(emit: Emit, turn_id: str | None, event: Mapping[str, Any]) -> None:
+    """Emit ``event`` (``{"type", ...}``, Baton's long-standing event shape) as an
+    :class:`Activity`: its type, and the rest bounded."""
+    data = bounded({k: v for k, v in event.items() if k != "type"})
+    emit(Activity(turn_id=turn_id, type=str(event.get("type", "event")), data=data))
+
+
+def fold_notification(note: Mapping[str, Any], turn: TurnState, emit: Emit) -> None:
+    """Fold one session notification of the running turn into its state and emitted events."""
     kind = note.get("type")
     turn_id = turn.message_id
     if kind == "agent_turn_completed":
@@ -45,16 +60,23 @@ def fold_notification(note: Mapping[str, Any], turn: TurnState, sink: SessionSin
         reason = clean(str(note.get("reason") or "unknown"))
         if completed == turn_id and not turn.done.done():
             turn.done.set_result(reason)
-            sink.event(turn_id, {"type": "turn_completed", "reason": reason})
+            activity(emit, turn_id, {"type": "turn_completed", "reason": reason})
         else:
-            sink.event(
+            activity(
+                emit,
                 turn_id,
                 {"type": "unrelated_turn_completed", "turnId": completed, "reason": reason},
             )
     elif kind == "assistant_text_delta":
         delta = str(note.get("textDelta") or "")
         turn.deltas.append(delta)
-        sink.text_delta(turn_id, delta)
+        # Trim only when far past the limit: re-trimming on every delta is what a 1,000
+        # events/s stream would spend its CPU on (the far end trims and cleans what it sends).
+        streamed = turn.streamed + delta
+        if len(streamed) > 4 * TAIL_LIMIT:
+            streamed = tail(streamed, TAIL_LIMIT)
+        turn.streamed = streamed
+        emit(TextTail(turn_id=turn_id, tail=streamed))
     elif kind == "create_message":
         message = note.get("message") or {}
         if message.get("role") == "assistant":
@@ -67,12 +89,13 @@ def fold_notification(note: Mapping[str, Any], turn: TurnState, sink: SessionSin
             )
             if text:
                 turn.last_assistant_text = text
-                sink.event(turn_id, {"type": "assistant_message", "text": text})
+                activity(emit, turn_id, {"type": "assistant_message", "text": text})
     elif kind == "tool_call":
         use = note.get("toolUse") or {}
         if use.get("input") and use.get("id") not in turn.tool_calls_seen:
             turn.tool_calls_seen.add(str(use.get("id")))
-            sink.event(
+            activity(
+                emit,
                 turn_id,
                 clean_json(
                     {
@@ -93,14 +116,15 @@ def fold_notification(note: Mapping[str, Any], turn: TurnState, sink: SessionSin
                 "content": content,
             }
         )
-        sink.event(turn_id, event)
+        activity(emit, turn_id, event)
         if note.get("isError") and _blocked_by_droid(content):
             blocked = {"toolUseId": event["toolUseId"], "content": event["content"]}
             turn.blocked.append(blocked)
-            sink.event(turn_id, {"type": "command_blocked", **blocked})
+            activity(emit, turn_id, {"type": "command_blocked", **blocked})
     elif kind == "error":
         turn.error_message = clean(str(note.get("message") or ""))
-        sink.event(
+        activity(
+            emit,
             turn_id,
             clean_json(
                 {

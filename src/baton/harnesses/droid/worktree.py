@@ -30,8 +30,8 @@ import psutil
 from baton.git.errors import WorktreeError
 from baton.git.repo import entry_for, repo_paths, worktree_list
 from baton.git.runner import Git
-from baton.harnesses.base import HarnessError
 from baton.paths import is_within
+from baton.session.errors import HarnessError
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,20 @@ async def check_attachment(attach: Mapping[str, Any] | Attachment) -> Attachment
     return AttachmentStatus(True, "alive")
 
 
+def build(options: Mapping[str, Any], machine: Host | None = None) -> TmuxHarness:
+    """The registry's factory (:mod:`baton.harnesses.registry`): a tmux harness that serves any
+    adapter. A tmux session's options come with its spec, so ``options`` must be empty.
+
+    Raises
+    ------
+    ValueError
+        If ``options`` is not empty, or ``machine`` is another machine.
+    """
+    if options:
+        raise ValueError(f"the tmux harness takes no harness options, got {sorted(options)}")
+    return TmuxHarness(machine=machine)
+
+
 class TmuxHarness:
     """Drives agent TUIs in tmux panes; see the module docstring and ``docs/tmux-harness.md``.
 

@@ -1,7 +1,9 @@
-"""Server side of the worker pipe: spawn a worker in its own process group, exchange wire lines.
+"""The worker pool: spawn a worker in its own process group, exchange lines over its pipe.
 
-The protocol is :mod:`baton.supervisor.wire`. The worker's stderr is our stderr (never our stdout:
-a stdio server's stdout is JSON-RPC only). All signalling goes through :mod:`procs`.
+The protocol is :mod:`baton.session.wire` (a worker that reads a legacy job, the first line of
+:mod:`baton.supervisor.wire`, runs the old job path until P5 switches its callers). The worker's
+stderr is our stderr (never our stdout: a stdio server's stdout is JSON-RPC only). All
+signalling goes through :mod:`procs`.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ValidationError
 
+from baton.session.wire import MAX_LINE
 from baton.supervisor import procs, wire
 
 log = logging.getLogger(__name__)
 
 #: Worker → server lines can carry a whole final answer; allow far more than the agent's 5 MB.
-_LINE_LIMIT = 64 * 1024 * 1024
+_LINE_LIMIT = MAX_LINE
 
 #: Environment variables never passed to workers (and so to agents): transport and gateway
 #: secrets, and a marker inherited from an enclosing Baton worker.
@@ -57,13 +60,18 @@ class WorkerHandle:
         return self.proc.returncode is not None
 
     async def send(self, message: BaseModel) -> bool:
-        """Write one wire line to the worker; False if the pipe is already closed."""
+        """Write one legacy wire line to the worker (:mod:`baton.supervisor.wire`, removed by
+        P5); False if the pipe is already closed."""
+        return await self.send_line(wire.encode(message))
+
+    async def send_line(self, line: bytes) -> bool:
+        """Write one line to the worker; False if the pipe is already closed."""
         stdin = self.proc.stdin
         if stdin is None or stdin.is_closing():
             return False
         async with self._write_lock:
             try:
-                stdin.write(wire.encode(message))
+                stdin.write(line)
                 await stdin.drain()
             except (BrokenPipeError, ConnectionResetError):
                 return False
@@ -74,9 +82,9 @@ class WorkerHandle:
         if self.proc.stdin is not None and not self.proc.stdin.is_closing():
             self.proc.stdin.close()
 
-    async def reports(self) -> AsyncIterator[wire.Report]:
-        """Reports from the worker until its stdout closes. A malformed line is logged and
-        skipped; an oversized one (the worker is broken) is logged and ends the stream."""
+    async def lines(self) -> AsyncIterator[bytes]:
+        """Lines from the worker until its stdout closes; an oversized one (the worker is
+        broken) is logged and ends the stream."""
         stdout = self.proc.stdout
         assert stdout is not None
         while True:
@@ -86,9 +94,15 @@ class WorkerHandle:
                 log.error(
                     "worker %d sent a line over %d bytes; ignoring the rest", self.pid, _LINE_LIMIT
                 )
-                break
+                return
             if not line:
-                break
+                return
+            yield line
+
+    async def reports(self) -> AsyncIterator[wire.Report]:
+        """Legacy reports from the worker until its stdout closes (removed by P5). A malformed
+        line is logged and skipped."""
+        async for line in self.lines():
             try:
                 yield wire.REPORT.validate_json(line)
             except ValidationError as exc:
@@ -180,11 +194,18 @@ class WorkerPool:
     is mostly waiting on its model by then).
     """
 
-    def __init__(self, env: Mapping[str, str], preload: tuple[str, ...] = ("droid",)) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        preload: tuple[str, ...] = ("droid",),
+        *,
+        keep_spare: bool = True,
+    ) -> None:
         self._env = dict(env)
         self._preload = preload
         self._spare: asyncio.Future[WorkerHandle] | None = None
-        self._closed = False
+        #: ``keep_spare=False``: every worker is started when taken (tests that count processes).
+        self._closed = not keep_spare
 
     def prime(self) -> None:
         """Start the spare now (call from the running event loop)."""
