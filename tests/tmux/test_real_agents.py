@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from baton.harnesses.tmux import TmuxAgentSession, TmuxHarness
+from baton.harnesses.tmux.adapters.claude import ClaudeAdapter
 from baton.session import Succeeded, TurnInput
 from tests.fakes.agent_models import AgentModelServer
 from tests.tmux.agents import REAL_AGENTS, Place, agent_spec, binary, permission_step, script
@@ -185,6 +186,10 @@ def test_permission_is_needs_input_and_typing_the_answer_finishes_the_turn(
                 )
                 await asyncio.sleep(0.05)
             assert not (workspace / "approved.txt").exists()
+            # needs_input is raised the moment the dialog is drawn; a person types a moment
+            # later. Claude Code drops keys typed in its first ~250 ms after the draw (the
+            # harness's own answer() waits for the same grace).
+            await asyncio.sleep(ClaudeAdapter.input_grace_s if agent == "claude" else 0)
             # Each agent's own way to approve: Claude picks with "1", Codex with "y", Droid's
             # highlighted default is "Yes, allow" (Enter).
             if agent == "droid":
