@@ -249,6 +249,12 @@ class OwnSessions:
                 timeout=engine.config.setupTimeoutMs / 1000 * 4 + 10,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+        except BaseException:
+            # The launcher went away (cancelled: a client gone, a deadline): no tool could
+            # ever reach this session, so it is closed and its worker stopped before the
+            # cancellation goes on (W3A-PLAN.md §2.8, bug 2).
+            await asyncio.shield(self._abandon(own))
+            raise
         finally:
             opening.cancel()
             gone.cancel()
@@ -265,6 +271,10 @@ class OwnSessions:
         self.by_agent_id[live.agent_session_id] = own
         engine.spawn(_note_gone(own))
         return own
+
+    async def _abandon(self, own: OwnSession) -> None:
+        await self.close(own, wait=True)
+        self.engine.store.set_session_status(own.session_key, "exited", utc_now())
 
     def submit(
         self, own: OwnSession, prompt: str, turn_settings: dict[str, Any], request_key: str

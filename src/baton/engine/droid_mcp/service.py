@@ -264,14 +264,15 @@ class DroidMcp:
 
     # -- droid_respond and droid_cancel ------------------------------------------------------
 
-    def respond(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def respond(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a pending prompt of an own session. Returns ``{sessionId, requestId,
         answered, response}``.
 
         Raises
         ------
         BatonError
-            ``unknown_request``, ``invalid_argument``, ``not_own_session`` (Factory's REST API
+            ``unknown_request`` (also when the session's worker is gone, so the answer cannot
+            reach Droid), ``invalid_argument``, ``not_own_session`` (Factory's REST API
             documents no endpoint for pending prompts, so other sessions' prompts cannot be
             answered here).
         """
@@ -290,13 +291,15 @@ class DroidMcp:
             isinstance(answers, list) and all(isinstance(a, dict) for a in answers)
         ):
             raise BatonError("invalid_argument", "answers must be a list of {answer, index?}")
-        response = target.own.live.prompts.answer(
+        live = target.own.live
+        response = live.prompts.response(
             request_id,
             decision=args.get("decision"),
             comment=args.get("comment"),
             answers=answers,
             cancel=args.get("cancel") is True,
         )
+        await live.answer(request_id, response)  # answered means it reached the worker
         target.own.last_active = time.monotonic()
         return {
             "sessionId": target.session_id,

@@ -223,7 +223,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         answers: list[dict[str, Any]] | None = None,
         cancel: bool = False,
     ) -> CallToolResult:
-        return _ok(service.respond(_given(locals())))
+        return _ok(await service.respond(_given(locals())))
 
     @server.tool(
         name="droid_cancel",
