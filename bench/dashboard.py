@@ -222,7 +222,7 @@ async def _turn(engine: Engine, live: LiveSession, index: int) -> tuple[str, flo
             autonomy="low",
             model=None,
             reasoning_effort=None,
-            puck_conversation_id=None,
+            reply_recipient=None,
             fingerprint=intent.fingerprint(),
             created_at=utc_now(),
             surface="droid-mcp",

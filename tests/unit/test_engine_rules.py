@@ -53,7 +53,7 @@ def seed(engine: Engine, session: str, runs: list[tuple[str, str]], droid_id: st
                 autonomy="low",
                 model=None,
                 reasoning_effort=None,
-                puck_conversation_id=None,
+                reply_recipient=None,
                 fingerprint=intent.fingerprint(),
                 created_at="2026-01-01T00:00:00Z",
             ),

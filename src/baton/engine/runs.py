@@ -70,8 +70,8 @@ class ControllerRuns:
         if (replay := self._replay("start", target, request)) is not None:
             return replay
         canonical = approve_workspace(workspace, self.config.approvedDirectories)
-        host_routing = self.config.puck.conversationId if self.config.puck else None
-        intent = await self._intent("start", canonical, request, host_routing)
+        host_recipient = self.config.puck.conversationId if self.config.puck else None
+        intent = await self._intent("start", canonical, request, host_recipient)
         for attempt in range(2):
             # Atomic from here: no await until the run is committed and registered.
             if (replay := self._replay("start", canonical, request)) is not None:
@@ -101,8 +101,8 @@ class ControllerRuns:
             return replay
         session = self._continuable(run_id, final=False)
         workspace = self._recorded_workspace(session["workspace"])
-        # Without host puck config there is no channel, so a retained recipient lapses.
-        kept = session["puck_conversation_id"] if self.config.puck else None
+        # Without the host's reply channel (config ``puck``) a retained recipient lapses.
+        kept = session["reply_recipient"] if self.config.puck else None
         intent = await self._intent("continue", run_id, request, kept)
         for attempt in range(2):
             # Atomic from here: re-check what an await may have changed, then commit.
@@ -125,7 +125,7 @@ class ControllerRuns:
         return self.status(new_run)
 
     async def _intent(
-        self, operation: str, target: str, request: TurnRequest, default_routing: str | None
+        self, operation: str, target: str, request: TurnRequest, default_recipient: str | None
     ) -> Intent:
         """The effective intent: host defaults filled in, ceiling and model checked.
 
@@ -143,7 +143,7 @@ class ControllerRuns:
             request.model,
             autonomy,
             effort,
-            request.puck_conversation_id or default_routing,
+            request.reply_recipient or default_recipient,
         )
 
     def status(self, run_id: str) -> RunRecord:
@@ -227,7 +227,7 @@ class ControllerRuns:
     def _replay(self, operation: str, target: str, request: TurnRequest) -> RunRecord | None:
         """The existing run for an exact retry; ``idempotency_conflict`` for a different one.
 
-        Omitted autonomy, reasoning and routing mean the originally accepted values.
+        Omitted autonomy, reasoning and reply recipient mean the originally accepted values.
         """
         intent = self.store.intent(request.request_key)
         if intent is None:
@@ -239,7 +239,7 @@ class ControllerRuns:
             request.model,
             request.autonomy or intent["autonomy"],
             request.reasoning_effort or intent["reasoning_effort"],
-            request.puck_conversation_id or intent["puck_conversation_id"],
+            request.reply_recipient or intent["reply_recipient"],
         )
         if retry.fingerprint() != intent["fingerprint"]:
             raise BatonError(
@@ -336,10 +336,10 @@ class ControllerRuns:
 
     def _launch(self, run: AcceptedRun, prompt: str, agent_session_id: str | None) -> None:
         options = {}
-        if run.puck_conversation_id and self.config.puck is not None:
+        if run.reply_recipient and self.config.puck is not None:
             # The reply channel (controller.md): the recipient and the host's Amp MCP endpoint.
             options["replyChannel"] = {
-                "recipient": run.puck_conversation_id,
+                "recipient": run.reply_recipient,
                 "url": self.config.puck.url,
             }
         job = wire.TurnJob(
@@ -394,7 +394,7 @@ def _accepted(
         autonomy=intent.autonomy,
         model=intent.model,
         reasoning_effort=intent.reasoning_effort,
-        puck_conversation_id=intent.puck_conversation_id,
+        reply_recipient=intent.reply_recipient,
         fingerprint=intent.fingerprint(),
         created_at=utc_now(),
     )

@@ -53,14 +53,21 @@ def check_request(request: TurnRequest, config: Config) -> None:
         )
     if autonomy is not None and autonomy not in AUTONOMY_LEVELS:
         raise BatonError("invalid_argument", f"autonomy must be one of {list(AUTONOMY_LEVELS)}")
-    check_routing(request.puck_conversation_id, config)
+    check_reply_channel(request.reply_recipient, config)
 
 
-def check_routing(puck_conversation_id: str | None, config: Config) -> None:
-    """A recipient must be non-empty and needs host ``puck`` config (``controller.md``)."""
-    if puck_conversation_id is not None and not puck_conversation_id.strip():
+def check_reply_channel(recipient: str | None, config: Config) -> None:
+    """A reply recipient must be non-empty and needs the host's reply channel (config ``puck``;
+    the contract calls the argument ``puckConversationId``, ``controller.md``).
+
+    Raises
+    ------
+    BatonError
+        ``invalid_argument`` (empty) or ``routing_not_configured`` (no channel on this host).
+    """
+    if recipient is not None and not recipient.strip():
         raise BatonError("invalid_argument", "puckConversationId must not be empty when given")
-    if puck_conversation_id is not None and config.puck is None:
+    if recipient is not None and config.puck is None:
         raise BatonError(
             "routing_not_configured",
             "puckConversationId needs the host's puck configuration, which is not set",

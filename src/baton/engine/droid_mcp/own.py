@@ -309,7 +309,7 @@ class OwnSessions:
                     autonomy=str(turn_settings.get("autonomy", own.autonomy)),
                     model=turn_settings.get("model"),
                     reasoning_effort=turn_settings.get("reasoningEffort"),
-                    puck_conversation_id=None,
+                    reply_recipient=None,
                     fingerprint="",
                     created_at=utc_now(),
                     surface=DROID_MCP.name,

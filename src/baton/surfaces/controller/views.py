@@ -129,7 +129,7 @@ def run_view(row: dict[str, Any], live: dict[str, Any] | None = None) -> dict[st
     view.update(
         {
             "headRunId": row.get("head_run_id"),
-            "puckConversationId": row.get("puck_conversation_id"),
+            "puckConversationId": row.get("reply_recipient"),
             "startedAt": row["started_at"],
             "events": [
                 _bounded_event(e)
