@@ -29,7 +29,7 @@ from baton.engine.locks import ForeignHolder, HeldLock, WorkspaceLocks
 from baton.engine.policy import POLICIES, SurfacePolicy
 from baton.engine.recorder import RunRecorder
 from baton.engine.records import ResultPage, RunPage, RunRecord
-from baton.engine.runs import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
+from baton.engine.controller.commands import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
 from baton.engine.runtime.table import LiveSessions
 from baton.engine.workspaces import TreeLock, find_conflict
 from baton.errors import BatonError
