@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from baton.config import Config
+from baton.engine.controller.commands import ControllerRuns
+from baton.engine.controller.requests import StartRun
 from baton.engine.engine import Engine
-from baton.engine.intents import TurnRequest
 from baton.store import Store
 from baton.store.schema import MIGRATIONS
 from baton.surfaces.controller.views import render_run
@@ -107,12 +108,17 @@ async def test_v6_database_keeps_its_reply_recipient_and_pre_upgrade_keys_replay
                 "puck": {"conversationId": "T-host", "url": "http://127.0.0.1:9/mcp"},
             }
         )
-        engine = Engine(config, store)
+        runs = ControllerRuns(Engine(config, store))
         # The same key and arguments after the upgrade: the run written before it, not a
         # conflict and not a new run.
-        replay = await engine.start(
-            str(workspace),
-            TurnRequest("key-1", "the task", autonomy="high", reply_recipient=RECIPIENT),
+        replay = await runs.start(
+            StartRun.parse(
+                request_key="key-1",
+                workspace=str(workspace),
+                prompt="the task",
+                autonomy="high",
+                reply_recipient=RECIPIENT,
+            )
         )
         runs = store.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     finally:

@@ -40,6 +40,7 @@ from typing import Any
 import anyio
 
 from baton import config_env
+from baton.compose import build_engine, build_services
 from baton.config import Config
 from baton.daemon.admin import (
     ADMIN_TOKEN_NAME,
@@ -64,9 +65,11 @@ from baton.daemon.runtime_file import (
 from baton.daemon.seam import PLUGINS, DaemonServices, GatewaySurface, SurfacePlugin, load_plugin
 from baton.engine.clock import utc_now
 from baton.engine.engine import Engine
+from baton.engine.recovery import recover
 from baton.errors import ConfigError, StateError, errors_within
 from baton.store import OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
+from baton.surfaces import POLICIES
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +133,8 @@ class Daemon:
             self.store.close()
             self._owner.release()
             raise
-        self.engine = Engine(self.config, self.store)
-        settled = self.engine.recover()
+        self.engine = build_engine(self.config, self.store)
+        settled = recover(self.store, POLICIES(self.config).values())
         if settled:
             log.warning("settled %d run(s) left live by the previous owner: unknown", len(settled))
 
@@ -178,7 +181,10 @@ class Daemon:
         approvals = Approvals(self.store)
         admin = AdminApi(approvals, self.info)
         gateway_paths = paths if self.gateway_enabled else None
-        services = DaemonServices(self.config, engine, self.store, approvals, admin, gateway_paths)
+        composed = build_services(engine, POLICIES(self.config))
+        services = DaemonServices(
+            self.config, engine, self.store, approvals, admin, gateway_paths, composed
+        )
         self.services = services
         started: list[GatewaySurface] = []
         try:

@@ -17,18 +17,6 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class TurnRequest:
-    """What a caller sent to ``droid_start`` / ``droid_continue``; None means omitted."""
-
-    request_key: str
-    prompt: str
-    model: str | None = None
-    reasoning_effort: str | None = None
-    autonomy: str | None = None
-    reply_recipient: str | None = None
-
-
-@dataclass(frozen=True)
 class Intent:
     """The effective request behind a start (``target`` = workspace) or continue (= runId)."""
 

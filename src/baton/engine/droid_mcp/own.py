@@ -29,6 +29,7 @@ from baton.engine.live_session import LiveSession
 from baton.engine.policy import DROID_MCP
 from baton.engine.recorder import RunRecorder, TurnObserver
 from baton.errors import BatonError
+from baton.harnesses.droid.options import DroidOptions
 from baton.store import AcceptedRun, NewSession
 from baton.supervisor import wire
 
@@ -225,7 +226,7 @@ class OwnSessions:
                 forkFrom=fork_from,
                 cancelGraceMs=engine.config.cancelGraceMs,
                 setupTimeoutS=engine.config.setupTimeoutMs / 1000,
-                options=engine.droid_options(**options),
+                options=DroidOptions.for_host(engine.config, **options),
             ),
             prompts="ask",
             lifetime=DROID_MCP.lifetime,
@@ -250,10 +251,10 @@ class OwnSessions:
                 return_when=asyncio.FIRST_COMPLETED,
             )
         except BaseException:
-            # The launcher went away (cancelled: a client gone, a deadline): no tool could
-            # ever reach this session, so it is closed and its worker stopped before the
-            # cancellation goes on (W3A-PLAN.md §2.8, bug 2).
-            await asyncio.shield(self._abandon(own))
+            # The launcher went away (a client gone, a deadline): no tool could ever reach
+            # this session, so it is closed first (W3A-PLAN.md §2.8, bug 2).
+            await asyncio.shield(self.close(own, wait=True))
+            engine.store.set_session_status(session_key, "exited", utc_now())
             raise
         finally:
             opening.cancel()
@@ -271,10 +272,6 @@ class OwnSessions:
         self.by_agent_id[live.agent_session_id] = own
         engine.spawn(_note_gone(own))
         return own
-
-    async def _abandon(self, own: OwnSession) -> None:
-        await self.close(own, wait=True)
-        self.engine.store.set_session_status(own.session_key, "exited", utc_now())
 
     def submit(
         self, own: OwnSession, prompt: str, turn_settings: dict[str, Any], request_key: str

@@ -31,6 +31,7 @@ from baton.engine.policy import Expiring
 from baton.engine.validation import AUTONOMY_LEVELS
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
+from baton.harnesses.droid.limits import WORKSPACE_LIMITS
 from baton.harnesses.droid.local.index import SessionFileIndex
 from baton.harnesses.droid.rest import FactoryRestError, SessionsApi
 
@@ -97,7 +98,7 @@ class DroidMcp:
         cwd = args.get("cwd")
         if not isinstance(cwd, str):
             raise BatonError("invalid_argument", "cwd must be an absolute directory path")
-        workspace = approve_workspace(cwd, self.config.approvedDirectories)
+        workspace = approve_workspace(cwd, self.config.approvedDirectories, limits=WORKSPACE_LIMITS)
         if settings.worktree is not None:
             check_in_repository(workspace)
         if settings.fork is not None:
