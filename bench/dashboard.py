@@ -46,6 +46,7 @@ from baton.engine.intents import Intent
 from baton.engine.live_session import LiveSession
 from baton.engine.policy import DROID_MCP
 from baton.engine.recorder import RunRecorder
+from baton.harnesses.droid.options import DroidOptions
 from baton.store import AcceptedRun, Store
 from baton.supervisor import wire
 from bench.common import Json, Result, Table, fmt_ms, log, summarize_ms
@@ -191,7 +192,9 @@ async def _open_session(engine: Engine, workspace: str) -> LiveSession:
     session_key = new_id("ses")
     job = wire.SessionJob(
         harness="droid",
-        session=wire.SpecMsg(workspace=workspace, autonomy="low", options=engine.droid_options()),
+        session=wire.SpecMsg(
+            workspace=workspace, autonomy="low", options=DroidOptions.for_host(engine.config)
+        ),
         prompts="ask",
     )
     live = engine.launch(
@@ -222,7 +225,7 @@ async def _turn(engine: Engine, live: LiveSession, index: int) -> tuple[str, flo
             autonomy="low",
             model=None,
             reasoning_effort=None,
-            puck_conversation_id=None,
+            reply_recipient=None,
             fingerprint=intent.fingerprint(),
             created_at=utc_now(),
             surface="droid-mcp",

@@ -31,9 +31,12 @@ from baton.errors import ConfigError, StateError, errors_within
 from baton.runtime import runtime_dir
 from baton.store import DatabaseError, OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
-from baton.surfaces import SURFACES
 
 log = logging.getLogger("baton")
+
+#: The surfaces ``baton serve`` serves (``baton.surfaces.SURFACES``, imported only to serve one:
+#: every other command, ``baton bridge`` above all, starts without the surfaces' modules).
+SURFACE_NAMES = ("controller", "droid-mcp")
 
 EXIT_CONFIG = 2
 EXIT_STATE = 3
@@ -48,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--surface",
         default="controller",
-        choices=sorted(SURFACES),
+        choices=sorted(SURFACE_NAMES),
         help="the tool set to serve (default: controller)",
     )
     _add_daemon_commands(sub)
@@ -282,8 +285,12 @@ def serve(config: Config, *, surface: str = "controller") -> int:
         owner.release()
 
     try:
-        engine = Engine(config, store)
-        settled = engine.recover()
+        from baton.compose import build_engine
+        from baton.engine.recovery import recover
+        from baton.surfaces import POLICIES
+
+        engine = build_engine(config, store)
+        settled = recover(store, POLICIES(config).values())
         if settled:
             log.warning(
                 "settled %d run(s) left live by the previous owner as unknown", len(settled)
@@ -307,7 +314,10 @@ def serve(config: Config, *, surface: str = "controller") -> int:
 async def _serve_async(
     engine: Engine, config: Config, release: Callable[[], None], surface: str
 ) -> None:
-    server = SURFACES[surface](engine)
+    from baton.compose import build_services
+    from baton.surfaces import POLICIES, SURFACES
+
+    server = SURFACES[surface](build_services(engine, POLICIES(config)))
     # What exists now (modules, schemas, the server) lives as long as the process: leave it out
     # of every later collection, which would otherwise traverse ~90k objects (a full one took
     # ~20 ms on the event loop, measured under the concurrency benchmark).

@@ -142,7 +142,7 @@ def test_schema_v6_adds_the_git_tables_after_a_backup(tmp_path: Path) -> None:
         assert git.load_request("r-1") == request
     finally:
         store.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION == 8
     assert {"worktrees", "finalizations", "runs", "sessions"} <= tables
     backup = tmp_path / "state.db.v5.bak"
     assert backup.exists() and backup.stat().st_mode & 0o777 == 0o600

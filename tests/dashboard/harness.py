@@ -22,9 +22,10 @@ import pytest
 from baton.config import Config
 from baton.dashboard import DashboardServer, EngineProvider
 from baton.engine.clock import new_id, utc_now
+from baton.engine.controller.commands import ControllerRuns
+from baton.engine.controller.requests import StartRun
 from baton.engine.droid_mcp.service import DroidMcp
 from baton.engine.engine import Engine
-from baton.engine.intents import TurnRequest
 from baton.store import NewSession, Store
 
 FAKE_DROID = Path(__file__).resolve().parents[1] / "fakes" / "fake_droid.py"
@@ -116,9 +117,10 @@ async def running_host(
 async def start_controller_run(host: Host, prompt: str) -> str:
     """``droid_start`` through the engine (per-turn session, automatic prompt answers);
     returns the session key."""
-    record = await host.engine.start(
-        str(host.workspace), TurnRequest(f"key-{uuid.uuid4()}", prompt)
+    request = StartRun.parse(
+        request_key=f"key-{uuid.uuid4()}", workspace=str(host.workspace), prompt=prompt
     )
+    record = await ControllerRuns(host.engine).start(request)
     return str(record.row["session_key"])
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from droid_sdk.errors import DroidProtocolError
 
-from baton.engine.workspaces import SESSION_DIR_MAX_BYTES
+from baton.harnesses.droid.limits import SESSION_DIR_MAX_BYTES
 from tests.fakes.droid_env import (
     DroidEnv,
     TurnResult,

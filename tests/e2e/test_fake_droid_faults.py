@@ -221,6 +221,8 @@ async def test_workspace_locks_and_capacity(tmp_path: Path) -> None:
     inner.mkdir()
     sibling = env.workspace.parent / "sibling"
     sibling.mkdir()
+    third = env.workspace.parent / "third"  # approved, and overlapping neither live run's tree
+    third.mkdir()
     async with baton(env.config, env.env) as client:
         writer = await call(
             client, "droid_start", env.start_args("lock-1", "FAKE:hang", autonomy="high")
@@ -240,9 +242,11 @@ async def test_workspace_locks_and_capacity(tmp_path: Path) -> None:
         full = await call_error(
             client,
             "droid_start",
-            {**env.start_args("lock-4", "hi", autonomy="off"), "workspace": str(tmp_path)},
+            {**env.start_args("lock-4", "hi", autonomy="off"), "workspace": str(third)},
         )
-        assert full["code"] in {"capacity_exhausted", "workspace_not_approved"}
+        # Only the capacity (maxConcurrentRuns 2, both live) stands in the way of this one.
+        assert full["code"] == "capacity_exhausted", full
+        assert env.prompts_received().count("hi") == 0
         for run in (writer, other):
             await call(client, "droid_cancel", {"runId": run["runId"]})
             assert (await wait_terminal(client, run["runId"]))["state"] == "cancelled"

@@ -36,7 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 from starlette.types import Message, Receive, Scope, Send
 
 from baton.config import Config
-from baton.engine.engine import Engine
+from baton.engine.controller.commands import ControllerRuns
 from baton.errors import ConfigError
 from baton.surfaces.controller.server import build_server
 from baton.transports.http import (
@@ -655,11 +655,12 @@ class _Recorder:
         return b"".join(m.get("body", b"") for m in self.messages[1:])
 
 
-class _StubEngine:
-    """Just enough of :class:`Engine` to build the controller's server in process."""
+class _StubRuns:
+    """Just enough of :class:`ControllerRuns` to build the controller's server in process."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.reads = None
 
 
 @pytest.mark.anyio
@@ -672,7 +673,7 @@ async def test_guard_stops_reading_a_streamed_body_at_the_cap(tmp_path: Path) ->
             "droidPath": "/bin/true",
         }
     )
-    server = build_server(cast(Engine, _StubEngine(config)))
+    server = build_server(cast(ControllerRuns, _StubRuns(config)))
     app = build_http_app(server, config, token=GUARD_TOKEN, port=8787)
     pulled = 0
     chunk = b"x" * (64 * 1024)

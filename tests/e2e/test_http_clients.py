@@ -26,9 +26,9 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from starlette.types import Message, Receive, Scope, Send
 
-import baton.engine.engine as engine_module
+from baton.compose import MODELS_TIMEOUT_S
 from baton.config import Config
-from baton.engine.engine import Engine
+from baton.engine.controller.commands import ControllerRuns
 from baton.errors import BatonError
 from baton.surfaces.controller.server import build_server
 from baton.transports.http import (
@@ -125,11 +125,12 @@ async def test_official_client_listen_gets_method_not_found(server: Server) -> N
         assert caught.value.error.code == -32601
 
 
-class _StubEngine:
-    """Just enough of :class:`Engine` to build the controller's server in process."""
+class _StubRuns:
+    """Just enough of :class:`ControllerRuns` to build the controller's server in process."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.reads = None
 
 
 def _config(tmp_path: Path, **extra: Any) -> Config:
@@ -145,10 +146,10 @@ def _config(tmp_path: Path, **extra: Any) -> Config:
 
 def test_http_deadline_is_above_the_longest_model_discovery(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    controller = build_server(cast(Engine, _StubEngine(config)))
+    controller = build_server(cast(ControllerRuns, _StubRuns(config)))
     app = build_http_app(controller, config, token="t" * 40, port=8787)
     # A cold droid_models (or a droid_start naming a model) may wait this long on discovery.
-    assert app.timeout_s > engine_module._MODELS_TIMEOUT_S
+    assert app.timeout_s > MODELS_TIMEOUT_S
 
 
 def test_a_surface_raises_the_http_deadline(tmp_path: Path) -> None:

@@ -18,8 +18,10 @@ import pytest
 
 from baton.config import Config
 from baton.engine.engine import Engine
+from baton.engine.recovery import recover
 from baton.store import Store
 from baton.supervisor import procs
+from baton.surfaces import POLICIES
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ def test_recovery_never_kills_a_reused_pgid(
     # The stored row points at the unrelated group, recorded as a worker started an hour before
     # it (what a reused group id looks like), with a marker the unrelated group does not carry.
     record(engine, unrelated.pid, time.time() - 3600, procs.new_marker())
-    engine.recover()
+    recover(engine.store, POLICIES(engine.config).values())
     time.sleep(0.2)
     assert alive(unrelated)
     assert engine.store.unreaped_workers() == []  # nothing of ours is left: settled
@@ -73,7 +75,7 @@ def test_recovery_with_a_zero_start_time_kills_nothing(
 ) -> None:
     # Rows recorded before markers existed, with the old start-time fallback of 0.
     record(engine, unrelated.pid, 0.0, None)
-    engine.recover()
+    recover(engine.store, POLICIES(engine.config).values())
     time.sleep(0.2)
     assert alive(unrelated)
 
@@ -84,7 +86,7 @@ def test_recovery_with_the_exact_start_but_another_marker_kills_nothing(
     started = procs.start_time(unrelated.pid)
     assert started is not None
     record(engine, unrelated.pid, started, procs.new_marker())
-    engine.recover()
+    recover(engine.store, POLICIES(engine.config).values())
     time.sleep(0.2)
     assert alive(unrelated)
 
@@ -100,7 +102,7 @@ def test_recovery_kills_a_group_that_carries_our_marker(engine: Engine) -> None:
         started = procs.start_time(leader.pid)
         assert started is not None
         record(engine, leader.pid, started, marker)
-        engine.recover()
+        recover(engine.store, POLICIES(engine.config).values())
         assert leader.wait(5) == -9
         assert not procs.group_exists(leader.pid) or not procs.ours(
             procs.WorkerGroup(leader.pid, started, marker)
@@ -130,7 +132,7 @@ def test_recovery_kills_the_rest_of_our_group_after_its_leader_died(engine: Engi
     leader.stdout.close()
     try:
         record(engine, leader.pid, started, marker)
-        engine.recover()
+        recover(engine.store, POLICIES(engine.config).values())
         deadline = time.monotonic() + 5
         while procs.start_time(child) is not None and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -24,8 +24,9 @@ import pytest
 from mcp import Client
 
 from baton.config import Config
+from baton.engine.controller.commands import ControllerRuns
+from baton.engine.controller.requests import StartRun
 from baton.engine.engine import Engine
-from baton.engine.intents import TurnRequest
 from baton.engine.spawnea.finalize import worktrees_root
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
@@ -99,6 +100,7 @@ class Host:
             }
         )
         self.engine = Engine(config, self.store)
+        self.controller = ControllerRuns(self.engine)
         self.service = SpawneaService(self.engine, runtime_file=str(runtime / "runtime.json"))
 
     def tmux(self, *args: str) -> None:
@@ -116,12 +118,14 @@ class Host:
         return self.service.rows.open_sessions()
 
     async def controller_start(self, key: str, prompt: str, workspace: Path) -> str:
-        request = TurnRequest(key, prompt, autonomy="high")
-        return str((await self.engine.start(str(workspace), request)).row["run_id"])
+        request = StartRun.parse(
+            request_key=key, workspace=str(workspace), prompt=prompt, autonomy="high"
+        )
+        return str((await self.controller.start(request)).row["run_id"])
 
     async def wait_run(self, run_id: str, states: set[str]) -> str:
         deadline = time.monotonic() + 30
-        while (state := str(self.engine.status(run_id).row["state"])) not in states:
+        while (state := str(self.controller.reads.status(run_id).row["state"])) not in states:
             assert time.monotonic() < deadline, f"run {run_id} stayed {state}"
             await asyncio.sleep(0.05)
         return state
@@ -246,7 +250,7 @@ async def test_spawnea_create_is_refused_while_a_controller_writer_runs_and_crea
     # A managed worktree is a tree of its own: the controller's writer does not block it.
     _, isolated = await new_root(host, "root-2", useWorktree=True)
     assert host.service.session_view(isolated)["workspace"] != str(host.project)
-    await host.engine.cancel(run_id)
+    await host.controller.cancel(run_id)
     await host.wait_run(run_id, {"cancelled"})
     # The lock lasts through the run's process cleanup (controller.md), then the tree is free.
     deadline = time.monotonic() + 30

@@ -1,4 +1,5 @@
-"""The model catalogue cache: TTL, one shared refresh, no stale list after a failed refresh."""
+"""The model catalogue cache: TTL, one shared refresh, no stale list after a failed refresh;
+Droid's model records as catalogue entries, and the controller's ``droid_models`` view of them."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from typing import Any
 import anyio
 import pytest
 
-from baton.engine.catalogue import Catalogue
+from baton.engine.catalogue import Catalogue, ModelCatalogue
 from baton.errors import BatonError
+from baton.harnesses.droid.models import model_entries
+from baton.session.models import ModelEntry
+from baton.surfaces.controller.views import render_models
 
 pytestmark = pytest.mark.anyio
 
@@ -31,16 +35,16 @@ class Discovery:
         self.calls = 0
         self.fail = False
 
-    async def __call__(self) -> list[dict[str, Any]]:
+    async def __call__(self) -> list[ModelEntry]:
         self.calls += 1
         await anyio.sleep(0.05)
         if self.fail:
             raise RuntimeError("droid is down")
-        return MODELS
+        return model_entries(MODELS)
 
 
 async def test_order_shape_and_disabled_omitted() -> None:
-    catalogue = await Catalogue(Discovery(), 60_000).get()
+    catalogue = render_models(await Catalogue(Discovery(), 60_000).get())
     assert [m["id"] for m in catalogue["models"]] == ["a", "c", "b"]
     assert catalogue["models"][0] == {
         "id": "a",
@@ -55,7 +59,7 @@ async def test_order_shape_and_disabled_omitted() -> None:
 async def test_concurrent_callers_share_one_refresh() -> None:
     discovery = Discovery()
     catalogue = Catalogue(discovery, 60_000)
-    results: list[dict[str, Any]] = []
+    results: list[ModelCatalogue] = []
 
     async def get() -> None:
         results.append(await catalogue.get())
@@ -78,7 +82,7 @@ async def test_failed_refresh_after_expiry_never_serves_the_expired_list() -> No
         await catalogue.get()
     assert caught.value.code == "model_discovery_failed"
     discovery.fail = False
-    assert [m["id"] for m in (await catalogue.get())["models"]] == ["a", "c", "b"]
+    assert [m.id for m in (await catalogue.get()).models] == ["a", "c", "b"]
 
 
 async def test_check_model_and_reasoning() -> None:

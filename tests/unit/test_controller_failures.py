@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.types import TextContent
 
 from baton.config import Config
-from baton.engine.engine import Engine
+from baton.engine.controller.commands import ControllerRuns
 from baton.surfaces.controller.server import build_server
 
 pytestmark = [pytest.mark.anyio]
@@ -27,9 +27,12 @@ pytestmark = [pytest.mark.anyio]
 SECRET = "s3cr3t-detail"
 
 
-class _FailingEngine:
+class _FailingRuns:
+    """The controller's service whose reads fail inside (``reads`` is itself)."""
+
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.reads = self
 
     def status(self, run_id: str) -> dict[str, Any]:
         raise sqlite3.OperationalError(f"disk I/O error {SECRET}")
@@ -46,7 +49,7 @@ async def test_unexpected_engine_failure_is_internal_error_in_the_contract_shape
             "droidPath": "/bin/true",
         }
     )
-    server = build_server(cast(Engine, _FailingEngine(config)))
+    server = build_server(cast(ControllerRuns, _FailingRuns(config)))
     with caplog.at_level(logging.ERROR):
         async with Client(server, mode=mode) as client:
             result = await client.call_tool("droid_status", {"runId": "run-1"})

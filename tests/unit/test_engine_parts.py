@@ -179,7 +179,7 @@ def _accepted_run(store: Store, run_id: str) -> RunRecorder:
             autonomy="high",
             model=None,
             reasoning_effort=None,
-            puck_conversation_id=None,
+            reply_recipient=None,
             fingerprint="f",
             created_at="2026-01-01",
         ),

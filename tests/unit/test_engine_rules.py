@@ -1,4 +1,5 @@
-"""Session head rules and continuation checks of the engine, on a seeded store (no processes)."""
+"""Session head rules and continuation checks of the controller, on a seeded store (no
+processes)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from baton.config import Config
+from baton.engine.controller.commands import ControllerRuns
+from baton.engine.controller.requests import ContinueRun, RunListQuery, StartRun
 from baton.engine.engine import Engine
-from baton.engine.intents import Intent, TurnRequest
+from baton.engine.intents import Intent
 from baton.errors import BatonError
 from baton.store import AcceptedRun, Settlement, Store
 
@@ -53,7 +56,7 @@ def seed(engine: Engine, session: str, runs: list[tuple[str, str]], droid_id: st
                 autonomy="low",
                 model=None,
                 reasoning_effort=None,
-                puck_conversation_id=None,
+                reply_recipient=None,
                 fingerprint=intent.fingerprint(),
                 created_at="2026-01-01T00:00:00Z",
             ),
@@ -82,7 +85,10 @@ def seed(engine: Engine, session: str, runs: list[tuple[str, str]], droid_id: st
 
 async def rejection(engine: Engine, run_id: str, **extra: str) -> BatonError:
     with pytest.raises(BatonError) as caught:
-        await engine.continue_(run_id, TurnRequest(f"new-{run_id}", "next", **extra))
+        request = ContinueRun.parse(
+            run_id=run_id, request_key=f"new-{run_id}", prompt="next", **extra
+        )
+        await ControllerRuns(engine).continue_(request)
     return caught.value
 
 
@@ -129,19 +135,27 @@ async def test_recorded_workspace_must_still_resolve_to_itself(
 async def test_replay_and_conflict_of_a_seeded_intent(engine: Engine) -> None:
     seed(engine, "s7", [("f1", "succeeded")], "uuid-7")
     workspace = engine.config.approvedDirectories[0] + "/app"
-    record = await engine.start(workspace, TurnRequest("key-f1", "p-f1"))
+    runs = ControllerRuns(engine)
+    record = await runs.start(
+        StartRun.parse(request_key="key-f1", workspace=workspace, prompt="p-f1")
+    )
     assert record.row["run_id"] == "f1" and record.terminal
     with pytest.raises(BatonError) as caught:
-        await engine.start(workspace, TurnRequest("key-f1", "p-f1", reasoning_effort="high"))
+        await runs.start(
+            StartRun.parse(
+                request_key="key-f1", workspace=workspace, prompt="p-f1", reasoning_effort="high"
+            )
+        )
     assert caught.value.code == "idempotency_conflict"
     assert caught.value.details["runId"] == "f1"
 
 
 async def test_rejections_change_nothing(engine: Engine) -> None:
     seed(engine, "s8", [("g1", "succeeded"), ("g2", "succeeded")], "uuid-8")
-    before = engine.list_runs(0, 100)
+    runs = ControllerRuns(engine)
+    before = runs.reads.list_runs(RunListQuery(0, 100))
     await rejection(engine, "g1")
     with pytest.raises(BatonError):
-        await engine.start("/etc", TurnRequest("x", "p"))
-    assert engine.list_runs(0, 100) == before
+        await runs.start(StartRun.parse(request_key="x", workspace="/etc", prompt="p"))
+    assert runs.reads.list_runs(RunListQuery(0, 100)) == before
     assert engine.store.intent("new-g1") is None and engine.store.intent("x") is None

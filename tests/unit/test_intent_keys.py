@@ -53,7 +53,7 @@ def test_a_permanent_key_replays_its_run(store: Store) -> None:
             autonomy="high",
             model=None,
             reasoning_effort=None,
-            puck_conversation_id=None,
+            reply_recipient=None,
             fingerprint="f1",
             created_at="2026-01-01T00:00:00Z",
         ),

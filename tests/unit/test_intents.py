@@ -27,7 +27,7 @@ def test_every_field_changes_the_fingerprint() -> None:
         replace(BASE, model=None),
         replace(BASE, autonomy="off"),
         replace(BASE, reasoning_effort=None),
-        replace(BASE, puck_conversation_id="T-1"),
+        replace(BASE, reply_recipient="T-1"),
     ]
     prints = {v.fingerprint() for v in variants}
     assert BASE.fingerprint() not in prints

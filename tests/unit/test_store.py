@@ -54,9 +54,9 @@ def test_migration_from_v1_keeps_data_and_takes_byte_identical_backup(tmp_path: 
         intent = store.intent("key-1")
     finally:
         store.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION == 8
     assert row is not None and row["result_text"] == "answer"
-    assert row["agent_session_id"] == "droid-uuid-1" and row["puck_conversation_id"] is None
+    assert row["agent_session_id"] == "droid-uuid-1" and row["reply_recipient"] is None
     assert intent is not None and intent["fingerprint"] == "f"
     backup = tmp_path / "state.db.v1.bak"
     assert digest(backup) == before
@@ -281,7 +281,7 @@ def test_controller_page_counts_and_lists_only_the_controllers_runs(tmp_path: Pa
                     autonomy="high",
                     model=None,
                     reasoning_effort=None,
-                    puck_conversation_id=None,
+                    reply_recipient=None,
                     fingerprint="f",
                     created_at="2026-01-01",
                     surface=surface,

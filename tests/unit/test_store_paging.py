@@ -166,7 +166,7 @@ def test_migration_to_v7_numbers_existing_runs_per_surface_in_acceptance_order(
         ).fetchone()
     finally:
         store.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION == 8
     assert dict(numbered) == {
         "controller": ",".join(str(n) for n in range(1, 15)),
         "droid-mcp": "1,2,3,4,5",

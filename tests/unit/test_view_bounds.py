@@ -27,7 +27,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "created_at": "t",
         "finished_at": None,
         "head_run_id": "run-1",
-        "puck_conversation_id": None,
+        "reply_recipient": None,
         "started_at": "t",
         "events_json": "[]",
         "text_tail": "",

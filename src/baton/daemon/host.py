@@ -42,6 +42,7 @@ from typing import Any
 import anyio
 
 from baton import config_env
+from baton.compose import build_engine, build_services
 from baton.config import Config
 from baton.daemon.admin import (
     ADMIN_TOKEN_NAME,
@@ -66,9 +67,11 @@ from baton.daemon.runtime_file import (
 from baton.daemon.seam import PLUGINS, DaemonServices, GatewaySurface, SurfacePlugin, load_plugin
 from baton.engine.clock import utc_now
 from baton.engine.engine import Engine
+from baton.engine.recovery import recover
 from baton.errors import ConfigError, StateError, errors_within
 from baton.store import DatabaseError, OwnerLock, Store
 from baton.store.statedir import prepare_state_directory, write_private_file
+from baton.surfaces import POLICIES
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +135,8 @@ class Daemon:
             self.store.close()
             self._owner.release()
             raise
-        self.engine = Engine(self.config, self.store)
-        settled = self.engine.recover()
+        self.engine = build_engine(self.config, self.store)
+        settled = recover(self.store, POLICIES(self.config).values())
         if settled:
             log.warning("settled %d run(s) left live by the previous owner: unknown", len(settled))
 
@@ -180,7 +183,10 @@ class Daemon:
         approvals = Approvals(self.store)
         admin = AdminApi(approvals, self.info)
         gateway_paths = paths if self.gateway_enabled else None
-        services = DaemonServices(self.config, engine, self.store, approvals, admin, gateway_paths)
+        composed = build_services(engine, POLICIES(self.config))
+        services = DaemonServices(
+            self.config, engine, self.store, approvals, admin, gateway_paths, composed
+        )
         self.services = services
         started: list[GatewaySurface] = []
         try:

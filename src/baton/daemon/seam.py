@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from baton.compose import EngineServices
     from baton.config import Config
     from baton.daemon.admin import AdminApi
     from baton.daemon.approvals import Approvals
@@ -104,6 +105,9 @@ class DaemonServices:
     """The gateway's files; None when the gateway is disabled (``BATON_CONTROL_ENABLED=0``).
     Surfaces that start agents which should reach the daemon inject ``runtime.descriptor`` as
     ``BATON_CONTROL_RUNTIME_FILE`` / ``SPAWNEA_CONTROL_RUNTIME_FILE``."""
+    composed: EngineServices
+    """The engine's services of the controller and droid-mcp (``baton.compose``), which the
+    shared surfaces serve."""
     extras: dict[str, Any] = field(default_factory=dict)
     """A plugin's own long-lived service, by the plugin's surface name."""
 
@@ -131,7 +135,7 @@ def shared_surface(name: str) -> SurfacePlugin:
 
         def build_connection(surface: str, identity: object) -> SurfaceServer:
             if not built:
-                built.append(SURFACES[name](services.engine))
+                built.append(SURFACES[name](services.composed))
             return built[0]
 
         return GatewaySurface(name, authorize, build_connection)

@@ -1,8 +1,9 @@
 """The live model catalogue with a TTL cache and one shared refresh (``controller.md``, models).
 
-Discovery runs in a short-lived worker whose Droid process submits no prompt. Successful
-discovery replaces the whole cache; after expiry a failed refresh is ``model_discovery_failed``,
-never the expired list.
+``discover`` lists the enabled models (:class:`~baton.session.models.ModelEntry`, in the agent's
+order); the composition root gives it (for Droid a short-lived worker whose Droid process submits
+no prompt, ``baton.compose``). Successful discovery replaces the whole cache; after expiry a
+failed refresh is ``model_discovery_failed``, never the expired list.
 """
 
 from __future__ import annotations
@@ -11,47 +12,37 @@ import asyncio
 import difflib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
 
 from baton.engine.clock import utc_now
 from baton.errors import BatonError
+from baton.session.models import ModelEntry
 
-Discover = Callable[[], Awaitable[list[dict[str, Any]]]]
+Discover = Callable[[], Awaitable[list[ModelEntry]]]
 
 
-def catalogue_entry(model: dict[str, Any]) -> dict[str, Any]:
-    """Map one Droid model record to the contract's shape; optional fields only when supplied."""
-    entry: dict[str, Any] = {
-        "id": model.get("id") or model.get("modelId"),
-        "displayName": model.get("displayName") or model.get("id"),
-    }
-    if model.get("modelProvider") is not None:
-        entry["provider"] = model["modelProvider"]
-    if model.get("supportedReasoningEfforts") is not None:
-        entry["supportedReasoningEfforts"] = list(model["supportedReasoningEfforts"])
-    if model.get("defaultReasoningEffort") is not None:
-        entry["defaultReasoningEffort"] = model["defaultReasoningEffort"]
-    if model.get("noImageSupport") is not None:
-        entry["supportsImages"] = not model["noImageSupport"]
-    if model.get("supportsPDFs") is not None:
-        entry["supportsPdfs"] = bool(model["supportsPDFs"])
-    return entry
+@dataclass(frozen=True, slots=True)
+class ModelCatalogue:
+    """The models of one discovery, ordered by display name then id, and when it ran."""
+
+    fetched_at: str
+    models: tuple[ModelEntry, ...]
+
+    def get(self, model_id: str) -> ModelEntry | None:
+        return next((m for m in self.models if m.id == model_id), None)
 
 
 class Catalogue:
-    """Cached ``{fetchedAt, models}``; ``discover`` returns Droid's raw model records."""
+    """The cached :class:`ModelCatalogue` (see the module docstring)."""
 
     def __init__(self, discover: Discover, ttl_ms: int) -> None:
         self._discover = discover
         self._ttl_s = ttl_ms / 1000
-        self._value: dict[str, Any] | None = None
+        self._value: ModelCatalogue | None = None
         self._expires = 0.0
-        self._refresh: asyncio.Future[dict[str, Any]] | None = None
-        #: Droid's raw records of the last successful discovery (for surfaces that need more
-        #: than the contract's entry, e.g. whether a model is custom).
-        self.raw: list[dict[str, Any]] = []
+        self._refresh: asyncio.Future[ModelCatalogue] | None = None
 
-    async def get(self) -> dict[str, Any]:
+    async def get(self) -> ModelCatalogue:
         """The current catalogue, refreshing it once for all concurrent callers when expired.
 
         Raises
@@ -65,19 +56,17 @@ class Catalogue:
             self._refresh = asyncio.ensure_future(self._load())
         return await asyncio.shield(self._refresh)
 
-    async def _load(self) -> dict[str, Any]:
+    async def _load(self) -> ModelCatalogue:
         try:
-            raw = await self._discover()
+            found = await self._discover()
         except BatonError:
             raise
         except Exception as exc:
             raise BatonError(
                 "model_discovery_failed", f"Droid model discovery failed: {exc}"
             ) from exc
-        self.raw = [m for m in raw if not m.get("disabled") and m.get("id")]
-        models = [catalogue_entry(m) for m in self.raw]
-        models.sort(key=lambda m: (str(m["displayName"]), str(m["id"])))
-        value = {"fetchedAt": utc_now(), "models": models}
+        models = sorted(found, key=lambda m: (m.display_name, m.id))
+        value = ModelCatalogue(utc_now(), tuple(models))
         self._value = value
         self._expires = time.monotonic() + self._ttl_s
         return value
@@ -92,25 +81,26 @@ class Catalogue:
             ``model_discovery_failed``.
         """
         catalogue = await self.get()
-        by_id = {m["id"]: m for m in catalogue["models"]}
-        entry = by_id.get(model)
+        entry = catalogue.get(model)
         if entry is None:
-            matches = difflib.get_close_matches(model, list(by_id), n=5, cutoff=0.4)
+            ids = [m.id for m in catalogue.models]
+            matches = difflib.get_close_matches(model, ids, n=5, cutoff=0.4)
             raise BatonError(
                 "unknown_model",
                 f"model {model!r} is not in Droid's live catalogue; call droid_models",
                 model=model,
                 closeMatches=matches,
             )
-        supported = entry.get("supportedReasoningEfforts")
+        supported = entry.supported_reasoning_efforts
         if (
             reasoning_effort is not None
             and supported is not None
-            and (reasoning_effort not in supported)
+            and reasoning_effort not in supported
         ):
             raise BatonError(
                 "unsupported_reasoning",
-                f"model {model!r} supports reasoningEffort {supported}, not {reasoning_effort!r}",
+                f"model {model!r} supports reasoningEffort {list(supported)}, not "
+                f"{reasoning_effort!r}",
                 model=model,
-                supportedReasoningEfforts=supported,
+                supportedReasoningEfforts=list(supported),
             )

@@ -1,50 +1,43 @@
-"""The engine: sessions, turns, intents, locks and capacity over one store, for every surface.
+"""The engine kernel: sessions, locks and capacity over one store, for every surface.
 
-:class:`Engine` holds what the surfaces share: the store, the worker pool, the live sessions,
-workspace locks, the model catalogue, start-up recovery and shutdown. Surface commands live
-beside it (:mod:`baton.engine.runs` for the controller). Every command validates first and
-changes nothing when it rejects; checks that must be atomic with their insert run with no
-``await`` between check and commit, so concurrent tool calls on the one event loop cannot race.
+:class:`Engine` holds what the services share: the store, the worker pool, the live sessions,
+workspace locks, the model catalogue, the idempotency keys and shutdown. It knows no service and
+no agent: the services live beside it (``baton.engine.controller``, ``baton.engine.droid_mcp``,
+``baton.engine.spawnea``), start-up settlement in :mod:`baton.engine.recovery`, and the
+composition root (``baton.compose``) gives it its model discovery and the workspace rules of the
+agents it runs. Every command validates first and changes nothing when it rejects; checks that
+must be atomic with their insert run with no ``await`` between check and commit, so concurrent
+tool calls on the one event loop cannot race.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
 from baton.config import Config
 from baton.engine import admission, keys
-from baton.engine.catalogue import Catalogue
+from baton.engine.catalogue import Catalogue, Discover
 from baton.engine.clock import new_id, utc_now
-from baton.engine.intents import TurnRequest
 from baton.engine.live_session import LiveSession
 from baton.engine.locks import ForeignHolder, HeldLock, WorkspaceLocks
-from baton.engine.policy import POLICIES, SurfacePolicy
+from baton.engine.policy import SurfacePolicy
 from baton.engine.recorder import RunRecorder
-from baton.engine.records import ResultPage, RunPage, RunRecord
-from baton.engine.runs import LIST_LIMIT_DEFAULT, RESULT_LIMIT_DEFAULT, ControllerRuns
 from baton.engine.runtime.table import LiveSessions
-from baton.engine.workspaces import TreeLock, find_conflict
+from baton.engine.workspaces import PathRule, TreeLock, find_conflict
 from baton.errors import BatonError
 from baton.runtime import runtime_dir
+from baton.session.models import ModelEntry
 from baton.store import Store
-from baton.supervisor import wire
 from baton.supervisor.pool import WorkerPool, worker_environment
-from baton.supervisor.recovery import reap_recorded_groups
 from baton.supervisor.worker_host import WorkerLease
-
-if TYPE_CHECKING:
-    from baton.engine.droid_mcp.service import DroidMcp
 
 log = logging.getLogger(__name__)
 
-_MODELS_TIMEOUT_S = 90.0
 #: Beyond the close grace, how long a follow-up waits for a terminal run's processes to go:
 #: the worker's own exit, the group check and the durable record of it (about 0.1 s when idle,
 #: measured up to ~1.5 s on a loaded 2-core machine).
@@ -54,11 +47,22 @@ CLEANUP_SLACK_S = 3.0
 class Engine:
     """Shared services of every surface (see the module docstring)."""
 
-    def __init__(self, config: Config, store: Store, *, workers: WorkerPool | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        workers: WorkerPool | None = None,
+        discover: Discover | None = None,
+        workspace_limits: Sequence[PathRule] = (),
+    ) -> None:
         self.config = config
         self.store = store
         self.workers = workers or WorkerPool(worker_environment())
-        self.catalogue = Catalogue(self._discover_models, config.modelCacheTtlMs)
+        self.catalogue = Catalogue(discover or _no_discovery, config.modelCacheTtlMs)
+        #: The workspace rules of the agents this host runs (``approve_workspace(limits=)``):
+        #: a service whose agents are not its own (Spawnea's) applies them all.
+        self.workspace_limits: tuple[PathRule, ...] = tuple(workspace_limits)
         #: Live sessions by session key, until their worker's group is confirmed gone.
         self.live: dict[str, LiveSession] = {}
         #: This engine's instance id (Spawnea replay records are valid within it only).
@@ -77,80 +81,6 @@ class Engine:
         )
         self.sessions = LiveSessions(self.admission)
         self.keys = keys.IntentKeys(store, self.epoch)
-        self.controller = ControllerRuns(self)
-        self._droid_mcp: DroidMcp | None = None
-
-    def droid_mcp(self) -> DroidMcp:
-        """The droid-mcp service of this engine (created on first use): own sessions, local
-        sessions under ``$HOME/.factory``, and the Factory REST API when ``FACTORY_API_KEY`` is
-        set (``droid-mcp.md``, "Access at a glance")."""
-        if self._droid_mcp is None:
-            from baton.engine.droid_mcp.service import DroidMcp
-            from baton.harnesses.droid.rest import FactoryRest
-
-            key = os.environ.get("FACTORY_API_KEY")
-            rest = FactoryRest(self.config.droidMcp.factoryApiBaseUrl, key) if key else None
-            home = Path(os.path.expanduser("~")) / ".factory"
-            self._droid_mcp = DroidMcp(self, factory_home=home, rest=rest)
-        return self._droid_mcp
-
-    # -- the controller's commands (``baton.engine.runs``) ---------------------------------------
-
-    async def start(self, workspace: str, request: TurnRequest) -> RunRecord:
-        """``droid_start``: see :meth:`ControllerRuns.start`."""
-        return await self.controller.start(workspace, request)
-
-    async def continue_(self, run_id: str, request: TurnRequest) -> RunRecord:
-        """``droid_continue``: see :meth:`ControllerRuns.continue_`."""
-        return await self.controller.continue_(run_id, request)
-
-    def status(self, run_id: str) -> RunRecord:
-        """``droid_status``: see :meth:`ControllerRuns.status`."""
-        return self.controller.status(run_id)
-
-    def result(self, run_id: str, offset: int = 0, limit: int = RESULT_LIMIT_DEFAULT) -> ResultPage:
-        """``droid_result``: see :meth:`ControllerRuns.result`."""
-        return self.controller.result(run_id, offset, limit)
-
-    def list_runs(self, offset: int = 0, limit: int = LIST_LIMIT_DEFAULT) -> RunPage:
-        """``droid_list``: see :meth:`ControllerRuns.list_runs`."""
-        return self.controller.list_runs(offset, limit)
-
-    async def cancel(self, run_id: str) -> RunRecord:
-        """``droid_cancel``: see :meth:`ControllerRuns.cancel`."""
-        return await self.controller.cancel(run_id)
-
-    async def models(self) -> dict[str, Any]:
-        """``droid_models``: see :meth:`ControllerRuns.models`."""
-        return await self.controller.models()
-
-    # -- start-up and shutdown -------------------------------------------------------------------
-
-    def recover(self) -> list[str]:
-        """Settle what a previous owner left live; kill its groups if provably ours.
-
-        Runs that were live become ``unknown`` (terminal, never replayed, blocking their
-        session). Returns the settled run IDs.
-        """
-        settled: list[str] = []
-        for row in self.store.live_runs():
-            self.store.settle_unknown(
-                row["run_id"],
-                {
-                    "kind": "unknown",
-                    "reason": "controller_restarted",
-                    "message": "the controller stopped while this run was live; inspect the "
-                    "agent session and workspace before continuing elsewhere",
-                },
-                utc_now(),
-            )
-            settled.append(row["run_id"])
-        for policy in POLICIES.values():
-            if policy.lifetime == "per_session":  # their agents died with the previous owner
-                for session in self.store.open_sessions(policy.name):
-                    self.store.set_session_status(session["session_key"], "closed", utc_now())
-        reap_recorded_groups(self.store)
-        return settled
 
     async def shutdown(self) -> None:
         """Stop every live session: settle its turns ``cancelled``, then stop its worker.
@@ -348,46 +278,6 @@ class Engine:
         self._held[session_key] = got
         self._claims[session_key] = TreeLock(session_key, workspace, "high", shares)
 
-    # -- models ----------------------------------------------------------------------------------
-
-    async def _discover_models(self) -> list[dict[str, Any]]:
-        job = wire.ModelsJob(
-            harness="droid",
-            options=self.droid_options(),
-            cwd=self.config.stateDirectory,
-            timeoutS=min(self.config.setupTimeoutMs / 1000, 60.0),
-        )
-        handle = await self.workers.spawn(job)
-        reply: wire.ModelsReport | None = None
-        try:
-            async with asyncio.timeout(_MODELS_TIMEOUT_S):
-                async for report in handle.reports():
-                    if isinstance(report, wire.ModelsReport):
-                        reply = report
-        except TimeoutError:
-            reply = wire.ModelsReport(ok=False, error="Droid did not list its models in time")
-        finally:
-            await handle.wait_gone(term_after_s=5.0)
-        if reply is None or not reply.ok:
-            error = reply.error if reply is not None else None
-            raise BatonError(
-                "model_discovery_failed",
-                "Droid model discovery failed: "
-                + (error or "the discovery worker exited without an answer"),
-            )
-        return list(reply.models)
-
-    def droid_options(self, **extra: Any) -> dict[str, Any]:
-        """The Droid harness options every Droid session of this host shares, plus ``extra``."""
-        options: dict[str, Any] = {
-            "droidPath": self.config.droidPath,
-            "roots": list(self.config.approvedDirectories),
-        }
-        if self.config.droidSettingsFile:
-            options["settingsFile"] = self.config.droidSettingsFile
-        options.update(extra)
-        return options
-
 
 def busy(conflict: LiveSession | TreeLock | ForeignHolder) -> BatonError:
     """``workspace_busy`` naming whatever holds the tree (``controller.md``: the conflicting
@@ -426,4 +316,10 @@ def busy_elsewhere(holder: ForeignHolder) -> BatonError:
         f"{holder.workspace}); it is released when that writer ends. There is no queue",
         workspace=holder.workspace,
         holderPid=holder.pid,
+    )
+
+
+async def _no_discovery() -> list[ModelEntry]:
+    raise BatonError(
+        "model_discovery_failed", "no model discovery is configured on this host's engine"
     )

@@ -11,7 +11,7 @@ A key is claimed with the SHA-256 fingerprint of what was asked:
   recorded result (a crash between action and record): it is refused, never re-run.
 
 The controller's permanent keys are written together with their run (:meth:`Store.accept_run`),
-so only the replay/conflict half applies to them; see :mod:`baton.engine.runs`.
+so only the replay/conflict half applies to them; see :mod:`baton.engine.controller.commands`.
 """
 
 from __future__ import annotations

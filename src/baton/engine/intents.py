@@ -17,18 +17,6 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class TurnRequest:
-    """What a caller sent to ``droid_start`` / ``droid_continue``; None means omitted."""
-
-    request_key: str
-    prompt: str
-    model: str | None = None
-    reasoning_effort: str | None = None
-    autonomy: str | None = None
-    puck_conversation_id: str | None = None
-
-
-@dataclass(frozen=True)
 class Intent:
     """The effective request behind a start (``target`` = workspace) or continue (= runId)."""
 
@@ -38,7 +26,7 @@ class Intent:
     model: str | None
     autonomy: str
     reasoning_effort: str | None
-    puck_conversation_id: str | None
+    reply_recipient: str | None
 
     def fingerprint(self) -> str:
         """Hex SHA-256 of the canonical JSON of every field."""
@@ -51,7 +39,10 @@ class Intent:
                 "model": self.model,
                 "autonomy": self.autonomy,
                 "reasoningEffort": self.reasoning_effort,
-                "puckConversationId": self.puck_conversation_id,
+                # Fingerprint v1 keeps the contract's name of the recipient: renaming the
+                # key would make every permanent key written before the reply-channel rename
+                # (store V7) conflict with its own exact retry.
+                "puckConversationId": self.reply_recipient,
             },
             sort_keys=True,
             ensure_ascii=False,

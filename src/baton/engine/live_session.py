@@ -26,6 +26,7 @@ from baton.engine.eventlog import EventLog
 from baton.engine.policy import SurfacePolicy
 from baton.engine.prompts import PendingPrompts
 from baton.engine.recorder import RunRecorder, TurnObserver
+from baton.errors import BatonError
 from baton.limits import bounded
 from baton.store import Store
 from baton.supervisor import wire
@@ -197,6 +198,27 @@ class LiveSession:
         self.closing = True
         if not await self.lease.send(wire.CloseOp(detach=detach)) and self.lease.handle is not None:
             self.lease.handle.close_stdin()
+
+    async def answer(self, request_id: str, response: dict[str, Any]) -> None:
+        """Deliver a caller's checked ``response`` to the prompt ``request_id``
+        (:meth:`PendingPrompts.response`) and wait until the worker has it.
+
+        Raises
+        ------
+        BatonError
+            ``unknown_request`` if the worker's pipe is gone: the answer cannot reach Droid any
+            more, and the prompt is dropped (``W3A-PLAN.md`` §2.8, bug 1).
+        """
+        op = wire.RespondOp(requestId=request_id, response=response, by="caller")
+        if not await self.lease.send(op):
+            if self.prompts.resolved(request_id) is not None:
+                self.log.append(
+                    "prompt_resolved", {"requestId": request_id, "by": "caller", "delivered": False}
+                )
+            raise BatonError(
+                "unknown_request",
+                "the session's worker is gone; the prompt can no longer be answered",
+            )
 
     def _deliver(self, request_id: str, response: dict[str, Any], by: str) -> None:
         task = asyncio.ensure_future(

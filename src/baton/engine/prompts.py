@@ -150,6 +150,28 @@ class PendingPrompts:
             ``unknown_request`` if no such prompt is pending (answered, expired, or the turn
             ended); ``invalid_argument`` if the answer does not fit the prompt.
         """
+        response = self.response(
+            request_id, decision=decision, comment=comment, answers=answers, cancel=cancel
+        )
+        self._deliver(request_id, response, "caller")
+        return response
+
+    def response(
+        self,
+        request_id: str,
+        *,
+        decision: str | None = None,
+        comment: str | None = None,
+        answers: Sequence[Mapping[str, Any]] | None = None,
+        cancel: bool = False,
+    ) -> dict[str, Any]:
+        """The response :meth:`answer` would deliver, checked and not sent.
+
+        Raises
+        ------
+        BatonError
+            As :meth:`answer`.
+        """
         prompt = self._pending.get(request_id)
         if prompt is None:
             raise BatonError(
@@ -157,9 +179,7 @@ class PendingPrompts:
                 f"no pending prompt {request_id[:120]!r}: it was answered, expired, or its turn "
                 "ended (an interrupted turn resolves its prompts itself)",
             )
-        response = _response(prompt, decision, comment, answers, cancel)
-        self._deliver(request_id, response, "caller")
-        return response
+        return _response(prompt, decision, comment, answers, cancel)
 
 
 def _cancel(kind: str) -> dict[str, Any]:

@@ -1,15 +1,15 @@
-"""Validation of start/continue arguments and the effective autonomy (pure, no I/O).
+"""Limits shared by the services, the reply channel's check and the effective autonomy (pure,
+no I/O).
 
-Limits come from ``shared/spec/controller-tools.md`` (``requestKey`` 1-200 JavaScript characters,
-the autonomy and reasoning enums, the ceiling) plus Baton's own bound on prompt size.
+Limits come from ``shared/spec/controller-tools.md`` (the autonomy and reasoning enums, the
+ceiling) plus Baton's own bound on prompt size; the controller's shape rules are applied where
+its requests are parsed (``baton.engine.controller.requests``).
 """
 
 from __future__ import annotations
 
 from baton.config import AUTONOMY_ORDER, Config
-from baton.engine.intents import TurnRequest
 from baton.errors import BatonError
-from baton.paging import utf16_len
 
 AUTONOMY_LEVELS = ("off", "low", "medium", "high")
 REASONING_LEVELS = ("off", "none", "dynamic", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -20,47 +20,18 @@ PROMPT_MAX_BYTES = 1 << 20
 OFFSET_MAX = 1 << 53
 
 
-def check_request(request: TurnRequest, config: Config) -> None:
-    """Reject malformed start/continue arguments before anything else looks at them.
+def check_reply_channel(recipient: str | None, config: Config) -> None:
+    """A reply recipient must be non-empty and needs the host's reply channel (config ``puck``;
+    the contract calls the argument ``puckConversationId``, ``controller.md``).
 
     Raises
     ------
     BatonError
-        ``invalid_argument`` (key length in UTF-16 units 1-200, empty or >1 MiB prompt, NUL or
-        lone surrogate, unknown enum value, empty model or recipient) or
-        ``routing_not_configured`` (a recipient without the host's ``puck`` config).
+        ``invalid_argument`` (empty) or ``routing_not_configured`` (no channel on this host).
     """
-    request_key, prompt, model = request.request_key, request.prompt, request.model
-    reasoning_effort, autonomy = request.reasoning_effort, request.autonomy
-    if not 1 <= utf16_len(request_key) <= 200:
-        raise BatonError("invalid_argument", "requestKey must be 1-200 characters")
-    if not prompt.strip():
-        raise BatonError("invalid_argument", "prompt must not be empty")
-    if len(prompt.encode("utf-8", "surrogatepass")) > PROMPT_MAX_BYTES:
-        raise BatonError(
-            "invalid_argument",
-            f"prompt is larger than {PROMPT_MAX_BYTES} bytes (UTF-8); put large inputs in a "
-            "file inside the workspace and refer to it",
-        )
-    for name, value in (("requestKey", request_key), ("prompt", prompt), ("model", model)):
-        if value is not None and ("\x00" in value or _has_lone_surrogate(value)):
-            raise BatonError("invalid_argument", f"{name} contains a NUL or a lone surrogate")
-    if model is not None and not model.strip():
-        raise BatonError("invalid_argument", "model must not be empty when given")
-    if reasoning_effort is not None and reasoning_effort not in REASONING_LEVELS:
-        raise BatonError(
-            "invalid_argument", f"reasoningEffort must be one of {list(REASONING_LEVELS)}"
-        )
-    if autonomy is not None and autonomy not in AUTONOMY_LEVELS:
-        raise BatonError("invalid_argument", f"autonomy must be one of {list(AUTONOMY_LEVELS)}")
-    check_routing(request.puck_conversation_id, config)
-
-
-def check_routing(puck_conversation_id: str | None, config: Config) -> None:
-    """A recipient must be non-empty and needs host ``puck`` config (``controller.md``)."""
-    if puck_conversation_id is not None and not puck_conversation_id.strip():
+    if recipient is not None and not recipient.strip():
         raise BatonError("invalid_argument", "puckConversationId must not be empty when given")
-    if puck_conversation_id is not None and config.puck is None:
+    if recipient is not None and config.puck is None:
         raise BatonError(
             "routing_not_configured",
             "puckConversationId needs the host's puck configuration, which is not set",
@@ -77,11 +48,3 @@ def effective_autonomy(requested: str | None, config: Config) -> str:
             maxAutonomy=config.maxAutonomy,
         )
     return autonomy
-
-
-def _has_lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False

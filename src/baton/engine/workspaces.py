@@ -9,7 +9,7 @@ compared by components, never by string prefix.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from baton.errors import BatonError
@@ -25,30 +25,23 @@ def trees_overlap(a: str, b: str) -> bool:
 WORKSPACE_MAX_BYTES = 4096
 """Longest workspace spelling accepted, in UTF-8 bytes: Linux ``PATH_MAX`` (4096 bytes, the
 terminating NUL included), the most any path syscall takes. A cheap bound checked before the
-spelling is resolved; the binding limit is :data:`SESSION_DIR_MAX_BYTES`."""
+spelling is resolved; a harness may bind harder (``limits``: Droid's session directory name,
+255 bytes, ``baton.harnesses.droid.limits``)."""
 
-SESSION_DIR_MAX_BYTES = 255
-"""Longest workspace real path Droid can run in, in UTF-8 bytes.
-
-Droid stores a session under ``~/.factory/sessions/<name>/``, where ``<name>`` is the working
-directory's path with every ``/`` replaced by ``-`` (so ``/home/me/app`` becomes
-``-home-me-app``): one file name, and Linux file names hold at most 255 bytes (``NAME_MAX``).
-Measured with the real Droid CLI 0.225.2 against the scripted model
-(``tests/e2e/test_droid_workspace_limit.py``): a real path of 255 bytes runs; 256 bytes, ASCII
-or not, fails every turn with ``ENAMETOOLONG: name too long, mkdir
-'~/.factory/sessions/-...'``. Only ``/`` is mapped, so the name is exactly as long as the
-path's UTF-8 encoding."""
+PathRule = Callable[[str, str], None]
+"""A harness's own rule for where its agent can run: called with the workspace as spelled and
+its real path, it raises :class:`BatonError` (``invalid_argument``) for one it refuses."""
 
 
-def check_workspace_spelling(workspace: str) -> None:
-    """Reject a workspace Droid could never run in, before anything touches it.
+def check_workspace_spelling(workspace: str, limits: Sequence[PathRule] = ()) -> None:
+    """Reject a workspace no agent could run in, before anything touches it.
 
     Raises
     ------
     BatonError
         ``invalid_argument`` if ``workspace`` contains a NUL or a lone surrogate, is longer than
-        :data:`WORKSPACE_MAX_BYTES` (4096) bytes, is relative, or its real path is longer than
-        :data:`SESSION_DIR_MAX_BYTES` (255) bytes in UTF-8 (Droid's session directory name).
+        :data:`WORKSPACE_MAX_BYTES` (4096) bytes, is relative, or one of ``limits`` refuses its
+        real path.
     """
     if "\x00" in workspace:
         raise BatonError("invalid_argument", "workspace contains a NUL character")
@@ -65,29 +58,25 @@ def check_workspace_spelling(workspace: str) -> None:
         raise BatonError(
             "invalid_argument", f"workspace must be an absolute path: {shown(workspace)!r}"
         )
-    real = os.path.realpath(workspace)
-    size = len(os.fsencode(real))
-    if size > SESSION_DIR_MAX_BYTES:
-        raise BatonError(
-            "invalid_argument",
-            f"workspace {shown(workspace)!r} resolves to a path of {size} bytes; Droid names its "
-            f"session directory after the path, and a file name holds at most "
-            f"{SESSION_DIR_MAX_BYTES} bytes, so use a workspace whose real path is at most "
-            f"{SESSION_DIR_MAX_BYTES} bytes (UTF-8)",
-            workspace=shown(real),
-        )
+    if limits:
+        real = os.path.realpath(workspace)
+        for rule in limits:
+            rule(workspace, real)
 
 
-def approve_workspace(workspace: str, roots: Iterable[str]) -> str:
+def approve_workspace(
+    workspace: str, roots: Iterable[str], *, limits: Sequence[PathRule] = ()
+) -> str:
     """Return the canonical workspace, or reject it.
 
     Raises
     ------
     BatonError
-        ``invalid_argument`` if ``workspace`` is not absolute; ``workspace_not_approved`` if it
-        does not exist, is not a directory, or its realpath is outside every approved root.
+        ``invalid_argument`` as :func:`check_workspace_spelling` (with ``limits``);
+        ``workspace_not_approved`` if it does not exist, is not a directory, or its realpath is
+        outside every approved root.
     """
-    check_workspace_spelling(workspace)
+    check_workspace_spelling(workspace, limits)
     real = os.path.realpath(workspace)
     approved = list(roots)
     if not os.path.isdir(real):

@@ -33,7 +33,7 @@ class AcceptedRun:
     autonomy: str
     model: str | None
     reasoning_effort: str | None
-    puck_conversation_id: str | None
+    reply_recipient: str | None
     fingerprint: str
     created_at: str
     surface: str = "controller"
@@ -134,7 +134,7 @@ class RunQueries(StoreCore):
             if new_session:
                 db.execute(
                     "INSERT INTO sessions (session_key, surface, harness, agent_session_id, "
-                    "workspace, head_run_id, created_at, updated_at, puck_conversation_id) "
+                    "workspace, head_run_id, created_at, updated_at, reply_recipient) "
                     "VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?)",
                     (
                         run.session_key,
@@ -144,19 +144,19 @@ class RunQueries(StoreCore):
                         run.run_id,
                         run.created_at,
                         run.created_at,
-                        run.puck_conversation_id,
+                        run.reply_recipient,
                     ),
                 )
             else:
                 db.execute(
-                    "UPDATE sessions SET head_run_id = ?, puck_conversation_id = ?, updated_at = ? "
+                    "UPDATE sessions SET head_run_id = ?, reply_recipient = ?, updated_at = ? "
                     "WHERE session_key = ?",
-                    (run.run_id, run.puck_conversation_id, run.created_at, run.session_key),
+                    (run.run_id, run.reply_recipient, run.created_at, run.session_key),
                 )
             db.execute(
                 "INSERT INTO runs (run_id, turn_id, request_key, session_key, parent_run_id, "
                 "workspace, autonomy, model, reasoning_effort, state, created_at, "
-                "puck_conversation_id, surface) "
+                "reply_recipient, surface) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, ?)",
                 (
                     run.run_id,
@@ -169,14 +169,14 @@ class RunQueries(StoreCore):
                     run.model,
                     run.reasoning_effort,
                     run.created_at,
-                    run.puck_conversation_id,
+                    run.reply_recipient,
                     run.surface,
                 ),
             )
             if intent:
                 db.execute(
                     "INSERT INTO intents (surface, request_key, fingerprint, state, run_id, "
-                    "session_key, autonomy, reasoning_effort, created_at, puck_conversation_id) "
+                    "session_key, autonomy, reasoning_effort, created_at, reply_recipient) "
                     "VALUES (?, ?, ?, 'done', ?, ?, ?, ?, ?, ?)",
                     (
                         run.surface,
@@ -187,7 +187,7 @@ class RunQueries(StoreCore):
                         run.autonomy,
                         run.reasoning_effort,
                         run.created_at,
-                        run.puck_conversation_id,
+                        run.reply_recipient,
                     ),
                 )
 

@@ -234,8 +234,20 @@ CREATE TRIGGER runs_counted AFTER INSERT ON runs BEGIN
 END;
 """
 
+#: Version 8: the reply channel is named for what it is in the engine and the store, not after
+#: the one mechanism that carries it today (Amp's ``puck`` tool, ``W3A-PLAN.md`` §3.4): the
+#: recipient column of sessions, runs and intents is ``reply_recipient``. The contract's names
+#: stay at the edges: the config key ``puck``, the tool argument and run-view key
+#: ``puckConversationId``, and the key in the controller's intent fingerprint (v1, frozen so that
+#: keys written before this version still replay). ``RENAME COLUMN`` needs SQLite 3.25.
+V8 = """
+ALTER TABLE sessions RENAME COLUMN puck_conversation_id TO reply_recipient;
+ALTER TABLE runs RENAME COLUMN puck_conversation_id TO reply_recipient;
+ALTER TABLE intents RENAME COLUMN puck_conversation_id TO reply_recipient;
+"""
+
 #: MIGRATIONS[i] takes the schema from version i to i + 1.
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: The tables of schema SCHEMA_VERSION (checked at every open: ``baton.store.integrity``).
 TABLES = frozenset(

@@ -1,35 +1,42 @@
-"""MCP tool sets, each reproducing a published contract, by name.
+"""MCP tool sets, each reproducing a published contract, by name, and their policies.
 
 ``baton serve --surface NAME`` and the daemon's gateway build a surface's MCP server from the
-one engine through :data:`SURFACES`; nothing else imports a surface module directly.
+composed services (:class:`baton.compose.EngineServices`) through :data:`SURFACES` (a surface's
+modules are imported when it is first built); nothing else imports a surface's server module
+directly. :func:`POLICIES` gives each surface's rules with a host's values, which the engine
+reads (``W3A-PLAN.md`` §3.3). A new surface adds one line to each (and to
+``baton.daemon.seam.PLUGINS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from functools import partial
 
-if TYPE_CHECKING:
-    from baton.engine.engine import Engine
-    from baton.surfaces.base import SurfaceServer
-
-
-def _controller(engine: Engine) -> SurfaceServer:
-    from baton.surfaces.controller.server import build_server
-
-    return build_server(engine)
+from baton.surfaces.base import SurfaceBuilder, policies_of
+from baton.surfaces.controller import policy as controller_policy
+from baton.surfaces.droid_mcp import policy as droid_mcp_policy
 
 
-def _droid_mcp(engine: Engine) -> SurfaceServer:
-    from baton.engine.droid_mcp.reads import DroidMcpReads
-    from baton.surfaces.droid_mcp.server import build_server
+def _controller() -> SurfaceBuilder:
+    from baton.surfaces.controller.server import build
 
-    service = engine.droid_mcp()
-    return build_server(service, DroidMcpReads(service, service.factory_home))
+    return build
+
+
+def _droid_mcp() -> SurfaceBuilder:
+    from baton.surfaces.droid_mcp.server import build
+
+    return build
 
 
 #: Surface builders by the name callers use (``--surface``, ``baton bridge SURFACE``).
-SURFACES: dict[str, Callable[[Engine], SurfaceServer]] = {
-    "controller": _controller,
-    "droid-mcp": _droid_mcp,
+SURFACES: dict[str, SurfaceBuilder] = {
+    "controller": lambda services: _controller()(services),
+    "droid-mcp": lambda services: _droid_mcp()(services),
 }
+
+#: ``POLICIES(config)``: each surface's policy with ``config``'s values, by surface name.
+POLICIES = partial(
+    policies_of,
+    {"controller": controller_policy.policy, "droid-mcp": droid_mcp_policy.policy},
+)

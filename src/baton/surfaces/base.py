@@ -1,9 +1,12 @@
 """The MCP server every surface builds on: protocol rules written once, error envelope per surface.
 
-A surface (the controller today; droid-mcp and Spawnea next) subclasses :class:`SurfaceServer`,
-registers its tools with the SDK's ``@server.tool`` decorator, and implements
-:meth:`SurfaceServer.render_error`, which turns a :class:`~baton.errors.BatonError` into its own
-tool-error envelope. Everything else is shared, so every surface answers the same way on the wire:
+Each surface (the controller, droid-mcp, Spawnea) subclasses :class:`SurfaceServer` and
+registers its tools with the SDK's ``@server.tool`` decorator; a tool returns :func:`ok` of the
+payload its shapes render. :meth:`SurfaceServer.render_error` turns a
+:class:`~baton.errors.BatonError` into the surface's tool-error envelope: by default the
+``{"error": {code, message, retryable, ...}}`` of the controller and droid-mcp
+(:func:`error_envelope`); Spawnea overrides it with its contract's. Everything else is shared, so
+every surface answers the same way on the wire:
 
 * only ``ping``, ``server/discover``, ``tools/list`` and ``tools/call`` are served unless a surface
   widens :attr:`SurfaceServer.served_methods`; capabilities are derived from what is served, so
@@ -36,9 +39,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import mcp_types
 from mcp.server import MCPServer
@@ -58,10 +60,26 @@ from mcp.types import (
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
+from baton.config import Config
+from baton.engine.policy import SessionPolicy
 from baton.errors import BatonError
 from baton.text import encodable, terminal_safe_json
 
+if TYPE_CHECKING:
+    from baton.compose import EngineServices
+
 log = logging.getLogger(__name__)
+
+SurfaceBuilder: TypeAlias = "Callable[[EngineServices], SurfaceServer]"
+"""Builds a surface's MCP server over the composed services (``baton.surfaces.SURFACES``)."""
+PolicyBuilder: TypeAlias = Callable[[Config], SessionPolicy]
+"""Gives a surface's policy with a host's values (``baton.surfaces.POLICIES``)."""
+
+
+def policies_of(builders: Mapping[str, PolicyBuilder], config: Config) -> dict[str, SessionPolicy]:
+    """Each surface's policy with ``config``'s values, by surface name."""
+    return {name: build(config) for name, build in builders.items()}
+
 
 INTERNAL_ERROR_MESSAGE = "internal error; the details are in the server's log"
 """The only text a caller sees of an unexpected failure."""
@@ -71,14 +89,15 @@ _ERRORS_SHOWN = 10
 """At most this many argument problems are named in one ``invalid_argument`` message."""
 
 
-class SurfaceServer(MCPServer[Any], ABC):
+class SurfaceServer(MCPServer[Any]):
     """An :class:`MCPServer` with Baton's protocol rules; subclass it once per surface.
 
     Parameters are those of :class:`MCPServer`, except ``subscriptions``, which follows
     :attr:`served_methods`.
 
-    Subclasses set :attr:`max_call_s` to the longest wait one of their tools legitimately makes,
-    and implement :meth:`render_error`.
+    Subclasses set :attr:`max_call_s` to the longest wait one of their tools legitimately makes
+    (the value of their policy, ``baton.surfaces.<name>.policy``), and override
+    :meth:`render_error` if their contract has another envelope.
     """
 
     served_methods: ClassVar[frozenset[str]] = frozenset(
@@ -110,9 +129,10 @@ class SurfaceServer(MCPServer[Any], ABC):
             )
         self.middleware.append(_protocol_rules)
 
-    @abstractmethod
     def render_error(self, error: BatonError) -> CallToolResult:
-        """The surface's tool-error result (``isError: true``) for ``error``."""
+        """The surface's tool-error result (``isError: true``) for ``error``
+        (:func:`error_envelope` unless the surface overrides it)."""
+        return error_envelope(error)
 
     output_schemas: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     """Output schemas (JSON Schema objects) by tool name, published in ``tools/list`` as each
@@ -255,6 +275,19 @@ def tool_result(
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=safe, is_error=is_error
     )
+
+
+def ok(payload: Mapping[str, Any]) -> CallToolResult:
+    """A tool's answer: ``payload`` as JSON text and as ``structuredContent``, safe to print
+    (:func:`tool_result`)."""
+    return tool_result(payload)
+
+
+def error_envelope(error: BatonError) -> CallToolResult:
+    """``{"error": {"code", "message", "retryable", ...details}}`` with ``isError: true``, in
+    both the text content and ``structuredContent`` (``controller-tools.md``, "Tools";
+    ``droid-mcp.md`` uses the same envelope)."""
+    return tool_result(error.to_json(), is_error=True)
 
 
 def _check_arguments(tool: str, arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:

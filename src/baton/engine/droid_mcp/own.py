@@ -29,6 +29,7 @@ from baton.engine.live_session import LiveSession
 from baton.engine.policy import DROID_MCP
 from baton.engine.recorder import RunRecorder, TurnObserver
 from baton.errors import BatonError
+from baton.harnesses.droid.options import DroidOptions
 from baton.store import AcceptedRun, NewSession
 from baton.supervisor import wire
 
@@ -225,7 +226,7 @@ class OwnSessions:
                 forkFrom=fork_from,
                 cancelGraceMs=engine.config.cancelGraceMs,
                 setupTimeoutS=engine.config.setupTimeoutMs / 1000,
-                options=engine.droid_options(**options),
+                options=DroidOptions.for_host(engine.config, **options),
             ),
             prompts="ask",
             lifetime=DROID_MCP.lifetime,
@@ -249,6 +250,12 @@ class OwnSessions:
                 timeout=engine.config.setupTimeoutMs / 1000 * 4 + 10,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+        except BaseException:
+            # The launcher went away (a client gone, a deadline): no tool could ever reach
+            # this session, so it is closed first (W3A-PLAN.md §2.8, bug 2).
+            await asyncio.shield(self.close(own, wait=True))
+            engine.store.set_session_status(session_key, "exited", utc_now())
+            raise
         finally:
             opening.cancel()
             gone.cancel()
@@ -299,7 +306,7 @@ class OwnSessions:
                     autonomy=str(turn_settings.get("autonomy", own.autonomy)),
                     model=turn_settings.get("model"),
                     reasoning_effort=turn_settings.get("reasoningEffort"),
-                    puck_conversation_id=None,
+                    reply_recipient=None,
                     fingerprint="",
                     created_at=utc_now(),
                     surface=DROID_MCP.name,

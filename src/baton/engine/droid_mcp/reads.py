@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from baton.engine.droid_mcp.diffs import session_diff
 from baton.engine.droid_mcp.find import FindCache, droid_find
+from baton.engine.droid_mcp.records import ListedModel, ModelsAnswer
+from baton.engine.droid_mcp.requests import ModelsQuery
 from baton.engine.droid_mcp.rest_reads import add_children, final_text_rest, wait_rest
 from baton.engine.droid_mcp.routing import Target, unknown_session
 from baton.engine.eventlog import LogEvent
@@ -94,43 +96,34 @@ class DroidMcpReads:
 
     # -- droid_models ------------------------------------------------------------------------
 
-    async def models(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """The live catalogue: ``{fetchedAt, defaultModel, models, aliases, note?}``.
-
-        ``include`` selects ``builtin``, ``custom`` and ``aliases`` (default: all); ``filter`` is
-        a case-insensitive substring of the id or display name. Custom models carry only an
-        allowlist of fields, their ``baseUrl`` reduced to its host, never a key.
-        """
-        include = args.get("include") or ["builtin", "custom", "aliases"]
-        if not isinstance(include, list) or not set(include) <= {"builtin", "custom", "aliases"}:
-            raise BatonError("invalid_argument", "include must list builtin, custom or aliases")
-        needle = str(args.get("filter") or "").lower()
+    async def models(self, query: ModelsQuery) -> ModelsAnswer:
+        """The live catalogue (``droid_models``), the kinds and names ``query`` asks for.
+        Custom models carry only an allowlist of fields, their ``baseUrl`` reduced to its host,
+        never a key. Raises ``model_discovery_failed``."""
         catalogue = await self.service.engine.catalogue.get()
-        raw = {str(m.get("id")): m for m in self.service.engine.catalogue.raw}
         configured = {m["id"]: m for m in custom_models(read_user_settings(self.factory_home))}
-        models = []
-        for entry in catalogue["models"]:
-            custom = bool(raw.get(entry["id"], {}).get("isCustom")) or entry["id"] in configured
-            if ("custom" if custom else "builtin") not in include:
+        models: list[ListedModel] = []
+        for entry in catalogue.models:
+            custom = entry.custom or entry.id in configured
+            if ("custom" if custom else "builtin") not in query.include:
                 continue
-            if needle and needle not in f"{entry['id']} {entry['displayName']}".lower():
+            if query.filter and query.filter not in f"{entry.id} {entry.display_name}".lower():
                 continue
-            view = {**entry, "custom": custom}
-            if custom and entry["id"] in configured:
-                extra = configured[entry["id"]]
-                view.update({k: v for k, v in extra.items() if k in ("provider", "baseUrl")})
-            models.append(view)
-        answer: dict[str, Any] = {
-            "fetchedAt": catalogue["fetchedAt"],
-            "defaultModel": await self._default_model(),
-            "models": models,
-        }
-        if "aliases" in include:
-            answer["aliases"] = []
-            answer["note"] = (
-                "Droid CLI 0.225.2 has no tier aliases or version wildcards; use a model id"
+            extra = configured.get(entry.id, {}) if custom else {}
+            models.append(
+                ListedModel(
+                    entry=entry,
+                    custom=custom,
+                    provider=_opt(extra.get("provider")),
+                    base_url=_opt(extra.get("baseUrl")),
+                )
             )
-        return answer
+        return ModelsAnswer(
+            fetched_at=catalogue.fetched_at,
+            default_model=await self._default_model(),
+            models=tuple(models),
+            aliases="aliases" in query.include,
+        )
 
     async def _default_model(self) -> str | None:
         # The runtime settings file Baton passes with --settings overrides the user's settings
@@ -287,6 +280,10 @@ class DroidMcpReads:
         if rest is None:
             raise unknown_session(target.session_id, rest=False)
         return await final_text_rest(rest, target.session_id), None, "rest"
+
+
+def _opt(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _int(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:

@@ -23,6 +23,7 @@ from baton.engine.droid_mcp.routing import Target, transcript_missing, unknown_s
 from baton.engine.droid_mcp.settings import Settings
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
+from baton.harnesses.droid.limits import WORKSPACE_LIMITS
 from baton.harnesses.droid.local.resume import local_resume_refusals
 from baton.harnesses.droid.rest import FactoryRestError, SessionsApi
 
@@ -83,7 +84,7 @@ async def resume_locally(
         raise BatonError("session_busy", "another Baton run is live on this session")
     if record.cwd is None:
         raise BatonError("local_resume_refused", "the session records no working directory")
-    workspace = approve_workspace(record.cwd, config.approvedDirectories)
+    workspace = approve_workspace(record.cwd, config.approvedDirectories, limits=WORKSPACE_LIMITS)
     level = autonomy or str(record.autonomy_level)
     own = await service.own.launch(
         workspace=workspace,

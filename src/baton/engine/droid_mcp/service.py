@@ -31,6 +31,7 @@ from baton.engine.policy import Expiring
 from baton.engine.validation import AUTONOMY_LEVELS
 from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
+from baton.harnesses.droid.limits import WORKSPACE_LIMITS
 from baton.harnesses.droid.local.index import SessionFileIndex
 from baton.harnesses.droid.local.index_file import FILE_NAME as INDEX_FILE_NAME
 from baton.harnesses.droid.rest import FactoryRestError, SessionsApi
@@ -102,7 +103,7 @@ class DroidMcp:
         cwd = args.get("cwd")
         if not isinstance(cwd, str):
             raise BatonError("invalid_argument", "cwd must be an absolute directory path")
-        workspace = approve_workspace(cwd, self.config.approvedDirectories)
+        workspace = approve_workspace(cwd, self.config.approvedDirectories, limits=WORKSPACE_LIMITS)
         if settings.worktree is not None:
             check_in_repository(workspace)
         if settings.fork is not None:
@@ -269,14 +270,15 @@ class DroidMcp:
 
     # -- droid_respond and droid_cancel ------------------------------------------------------
 
-    def respond(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def respond(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a pending prompt of an own session. Returns ``{sessionId, requestId,
         answered, response}``.
 
         Raises
         ------
         BatonError
-            ``unknown_request``, ``invalid_argument``, ``not_own_session`` (Factory's REST API
+            ``unknown_request`` (also when the session's worker is gone, so the answer cannot
+            reach Droid), ``invalid_argument``, ``not_own_session`` (Factory's REST API
             documents no endpoint for pending prompts, so other sessions' prompts cannot be
             answered here).
         """
@@ -295,13 +297,15 @@ class DroidMcp:
             isinstance(answers, list) and all(isinstance(a, dict) for a in answers)
         ):
             raise BatonError("invalid_argument", "answers must be a list of {answer, index?}")
-        response = target.own.live.prompts.answer(
+        live = target.own.live
+        response = live.prompts.response(
             request_id,
             decision=args.get("decision"),
             comment=args.get("comment"),
             answers=answers,
             cancel=args.get("cancel") is True,
         )
+        await live.answer(request_id, response)  # answered means it reached the worker
         target.own.last_active = time.monotonic()
         return {
             "sessionId": target.session_id,

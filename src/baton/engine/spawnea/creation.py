@@ -149,10 +149,10 @@ class Creation(ServiceBase):
         session_key = f"ses-{uuid.uuid4()}"
         roots = list(self.config.approvedDirectories)
         if workspace is not None:
-            # A same-project child works in its parent's directory: the project's checkout, or
-            # the managed worktree Baton made of it, which lies outside the approved roots.
+            # A same-project child works where its parent does: maybe a managed worktree, no root.
             roots.append(str(worktrees_root(self.config.stateDirectory)))
-        cwd = approve_workspace(workspace or project.path, roots)
+        limits = self.engine.workspace_limits  # every agent's rules (Droid's 255 bytes too)
+        cwd = approve_workspace(workspace or project.path, roots, limits=limits)
         if not use_worktree:
             # The agent writes in this tree for as long as it lives: claim it before anything
             # is created, so a refusal (``workspace_busy``, rendered ``conflict``) leaves

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from baton.config import Config
+
 
 @dataclass(frozen=True, slots=True)
 class ReplyChannel:
@@ -51,6 +53,21 @@ class DroidOptions:
     disabled_tool_ids: tuple[str, ...] | None = None
     worktree: bool | str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def for_host(config: Config, **extra: Any) -> dict[str, Any]:
+        """The options (in their wire form, the keys of the module docstring) every Droid
+        session of this host shares: ``droidPath``, the approved ``roots`` and, when configured,
+        ``settingsFile``; then ``extra`` (a service's own: ``specWhenOff``, ``replyChannel``,
+        tags, tool lists)."""
+        options: dict[str, Any] = {
+            "droidPath": config.droidPath,
+            "roots": list(config.approvedDirectories),
+        }
+        if config.droidSettingsFile:
+            options["settingsFile"] = config.droidSettingsFile
+        options.update(extra)
+        return options
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> DroidOptions:

@@ -1,6 +1,9 @@
 """The controller surface: seven tools of ``shared/spec/controller-tools.md`` on the MCP SDK.
 
-A thin mapping from tool calls to :class:`~baton.engine.engine.Engine` commands. Every tool
+A thin mapping from tool calls to the controller's service
+(:class:`~baton.engine.controller.commands.ControllerRuns`): each tool parses its request
+(:mod:`baton.engine.controller.requests`) and renders the record it gets back
+(:mod:`baton.surfaces.controller.views`). Every tool
 returns its JSON as text content and as ``structuredContent``; rejections are tool results with
 ``isError: true`` and ``{"error": {code, message, retryable, ...}}``. Ranges are published in the
 input schema and enforced by the engine, so a bad value gets the contract's ``invalid_argument``.
@@ -11,18 +14,29 @@ that are not Unicode, unexpected failures) live in :mod:`baton.surfaces.base`.
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, ClassVar, Final
+from typing import Annotated, ClassVar
 
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from baton import __version__
+from baton.compose import EngineServices
 from baton.config import Config
-from baton.engine.engine import Engine
-from baton.engine.intents import TurnRequest
-from baton.errors import BatonError
-from baton.surfaces.base import SurfaceServer, tool_result
-from baton.surfaces.controller.views import render_list, render_result, render_run
+from baton.engine.controller.commands import ControllerRuns
+from baton.engine.controller.requests import (
+    ContinueRun,
+    ResultPageQuery,
+    RunListQuery,
+    StartRun,
+)
+from baton.surfaces.base import SurfaceServer, ok
+from baton.surfaces.controller.policy import MAX_CALL_S
+from baton.surfaces.controller.views import (
+    render_list,
+    render_models,
+    render_result,
+    render_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,20 +75,6 @@ _READ_ONLY = ToolAnnotations(
 )
 
 
-MAX_CALL_S: Final = 120.0
-"""Seconds the longest legitimate controller call may take: ``droid_models``, or a start or
-continue naming a model, waits on a cold catalogue discovery for up to 90 s
-(``baton.engine.engine._MODELS_TIMEOUT_S``); the rest of a start is fast. The HTTP deadline
-follows this value (``baton.transports.http.request_deadline_s``)."""
-
-
-def _ok(payload: dict[str, Any]) -> CallToolResult:
-    """A tool's answer: ``payload`` as text and as ``structuredContent``, safe to print (a
-    :class:`BatonError` raised by an engine command is rendered by :class:`ControllerServer`
-    instead)."""
-    return tool_result(payload)
-
-
 class ControllerServer(SurfaceServer):
     """The controller surface: Baton's protocol rules, and the contract's error envelope.
 
@@ -83,9 +83,6 @@ class ControllerServer(SurfaceServer):
     """
 
     max_call_s: ClassVar[float] = MAX_CALL_S
-
-    def render_error(self, error: BatonError) -> CallToolResult:
-        return tool_result(error.to_json(), is_error=True)
 
 
 def host_summary(config: Config) -> str:
@@ -98,9 +95,15 @@ def host_summary(config: Config) -> str:
     )
 
 
-def build_server(engine: Engine) -> ControllerServer:
+def build(services: EngineServices) -> ControllerServer:
+    """The controller's server over the composed services (``baton.surfaces.SURFACES``)."""
+    return build_server(services.controller)
+
+
+def build_server(runs: ControllerRuns) -> ControllerServer:
     """A :class:`ControllerServer` named ``baton`` exposing the seven controller tools."""
-    config = engine.config
+    config = runs.config
+    reads = runs.reads
     host = host_summary(config)
     server = ControllerServer(
         "baton",
@@ -118,7 +121,7 @@ def build_server(engine: Engine) -> ControllerServer:
         annotations=_READ_ONLY,
     )
     async def droid_models() -> CallToolResult:
-        return _ok(await engine.models())
+        return ok(render_models(await reads.models()))
 
     @server.tool(
         name="droid_start",
@@ -139,10 +142,16 @@ def build_server(engine: Engine) -> ControllerServer:
         autonomy: Autonomy = None,
         puckConversationId: PuckId = None,
     ) -> CallToolResult:
-        request = TurnRequest(
-            requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
+        request = StartRun.parse(
+            request_key=requestKey,
+            workspace=workspace,
+            prompt=prompt,
+            model=model,
+            reasoning_effort=reasoningEffort,
+            autonomy=autonomy,
+            reply_recipient=puckConversationId,
         )
-        return _ok(render_run(await engine.start(workspace, request)))
+        return ok(render_run(await runs.start(request)))
 
     @server.tool(
         name="droid_continue",
@@ -162,10 +171,16 @@ def build_server(engine: Engine) -> ControllerServer:
         autonomy: Autonomy = None,
         puckConversationId: PuckId = None,
     ) -> CallToolResult:
-        request = TurnRequest(
-            requestKey, prompt, model, reasoningEffort, autonomy, puckConversationId
+        request = ContinueRun.parse(
+            run_id=runId,
+            request_key=requestKey,
+            prompt=prompt,
+            model=model,
+            reasoning_effort=reasoningEffort,
+            autonomy=autonomy,
+            reply_recipient=puckConversationId,
         )
-        return _ok(render_run(await engine.continue_(runId, request)))
+        return ok(render_run(await runs.continue_(request)))
 
     @server.tool(
         name="droid_status",
@@ -175,7 +190,7 @@ def build_server(engine: Engine) -> ControllerServer:
         annotations=_READ_ONLY,
     )
     async def droid_status(runId: RunId) -> CallToolResult:
-        return _ok(render_run(engine.status(runId)))
+        return ok(render_run(reads.status(runId)))
 
     @server.tool(
         name="droid_result",
@@ -189,7 +204,7 @@ def build_server(engine: Engine) -> ControllerServer:
         offset: Annotated[int, Field(json_schema_extra={"minimum": 0})] = 0,
         limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 16000})] = 12000,
     ) -> CallToolResult:
-        return _ok(render_result(engine.result(runId, offset, limit)))
+        return ok(render_result(reads.result(ResultPageQuery.parse(runId, offset, limit))))
 
     @server.tool(
         name="droid_list",
@@ -201,7 +216,7 @@ def build_server(engine: Engine) -> ControllerServer:
         offset: Annotated[int, Field(json_schema_extra={"minimum": 0})] = 0,
         limit: Annotated[int, Field(json_schema_extra={"minimum": 1, "maximum": 100})] = 25,
     ) -> CallToolResult:
-        return _ok(render_list(engine.list_runs(offset, limit)))
+        return ok(render_list(reads.list_runs(RunListQuery.parse(offset, limit))))
 
     @server.tool(
         name="droid_cancel",
@@ -213,6 +228,6 @@ def build_server(engine: Engine) -> ControllerServer:
         ),
     )
     async def droid_cancel(runId: RunId) -> CallToolResult:
-        return _ok(render_run(await engine.cancel(runId)))
+        return ok(render_run(await runs.cancel(runId)))
 
     return server

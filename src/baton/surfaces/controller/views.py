@@ -15,9 +15,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from baton.engine.records import TERMINAL_STATES, ResultPage, RunPage, RunRecord
+from baton.engine.catalogue import ModelCatalogue
+from baton.engine.controller.records import ResultPage, RunPage, RunRecord
+from baton.engine.records import TERMINAL_STATES
 from baton.limits import TAIL_LIMIT, bounded
 from baton.paging import tail, utf16_len
+from baton.session.models import ModelEntry
 from baton.text import terminal_safe
 
 EVENTS_KEPT = 20
@@ -129,7 +132,7 @@ def run_view(row: dict[str, Any], live: dict[str, Any] | None = None) -> dict[st
     view.update(
         {
             "headRunId": row.get("head_run_id"),
-            "puckConversationId": row.get("puck_conversation_id"),
+            "puckConversationId": row.get("reply_recipient"),
             "startedAt": row["started_at"],
             "events": [
                 _bounded_event(e)
@@ -189,3 +192,26 @@ def render_list(runs: RunPage) -> dict[str, Any]:
         "nextOffset": end if end < runs.total else None,
         "total": runs.total,
     }
+
+
+def model_view(entry: ModelEntry) -> dict[str, Any]:
+    """One catalogue entry (``controller-tools.md``, ``droid_models``): ``{id, displayName}``
+    plus ``provider``, ``supportedReasoningEfforts``, ``defaultReasoningEffort``,
+    ``supportsImages`` and ``supportsPdfs`` only when the agent supplied them."""
+    view: dict[str, Any] = {"id": entry.id, "displayName": entry.display_name}
+    if entry.provider is not None:
+        view["provider"] = entry.provider
+    if entry.supported_reasoning_efforts is not None:
+        view["supportedReasoningEfforts"] = list(entry.supported_reasoning_efforts)
+    if entry.default_reasoning_effort is not None:
+        view["defaultReasoningEffort"] = entry.default_reasoning_effort
+    if entry.supports_images is not None:
+        view["supportsImages"] = entry.supports_images
+    if entry.supports_pdfs is not None:
+        view["supportsPdfs"] = entry.supports_pdfs
+    return view
+
+
+def render_models(catalogue: ModelCatalogue) -> dict[str, Any]:
+    """``droid_models``: ``{fetchedAt, models}`` ordered by display name, then id."""
+    return {"fetchedAt": catalogue.fetched_at, "models": [model_view(m) for m in catalogue.models]}

@@ -17,14 +17,13 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from baton import __version__
+from baton.compose import EngineServices
 from baton.engine.droid_mcp.reads import DroidMcpReads
+from baton.engine.droid_mcp.requests import ModelsQuery
 from baton.engine.droid_mcp.service import DroidMcp
-from baton.errors import BatonError
-from baton.surfaces.base import SurfaceServer, tool_result
-from baton.surfaces.droid_mcp.shapes import OUTPUT_SCHEMAS
-
-#: The longest legitimate call: a ``droid_wait`` of 50 s plus a margin (``WAVE2.md`` §6.7).
-MAX_CALL_S = 60.0
+from baton.surfaces.base import SurfaceServer, ok
+from baton.surfaces.droid_mcp.policy import MAX_CALL_S
+from baton.surfaces.droid_mcp.shapes import OUTPUT_SCHEMAS, render_models
 
 _READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
@@ -84,13 +83,6 @@ class DroidMcpServer(SurfaceServer):
     max_call_s: ClassVar[float] = MAX_CALL_S
     output_schemas: ClassVar[dict[str, dict[str, Any]]] = OUTPUT_SCHEMAS
 
-    def render_error(self, error: BatonError) -> CallToolResult:
-        return tool_result(error.to_json(), is_error=True)
-
-
-def _ok(payload: dict[str, Any]) -> CallToolResult:
-    return tool_result(payload)
-
 
 def _with_settings(
     fn: Callable[..., Awaitable[CallToolResult]],
@@ -102,6 +94,11 @@ def _with_settings(
     signature = inspect.Signature([*own, *SETTINGS], return_annotation=CallToolResult)
     fn.__signature__ = signature  # type: ignore[attr-defined]
     return fn
+
+
+def build(services: EngineServices) -> DroidMcpServer:
+    """droid-mcp's server over the composed services (``baton.surfaces.SURFACES``)."""
+    return build_server(services.droid_mcp, services.droid_mcp_reads)
 
 
 def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
@@ -137,7 +134,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         limit: Annotated[int, Field(ge=1, le=200)] = 40,
         cursor: str | None = None,
     ) -> CallToolResult:
-        return _ok(await reads.find(_given(locals())))
+        return ok(await reads.find(_given(locals())))
 
     @server.tool(
         name="droid_models",
@@ -150,7 +147,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         filter: str | None = None,
         include: list[Literal["builtin", "custom", "aliases"]] | None = None,
     ) -> CallToolResult:
-        return _ok(await reads.models(_given(locals())))
+        return ok(render_models(await reads.models(ModelsQuery.parse(include, filter))))
 
     @server.tool(
         name="droid_start",
@@ -168,7 +165,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         autonomy: Autonomy | None = None,
         **settings: Any,
     ) -> CallToolResult:
-        return _ok(await service.start(_given({**locals(), **settings})))
+        return ok(await service.start(_given({**locals(), **settings})))
 
     @server.tool(
         name="droid_send",
@@ -188,7 +185,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         autonomy: Autonomy | None = None,
         **settings: Any,
     ) -> CallToolResult:
-        return _ok(await service.send(_given({**locals(), **settings})))
+        return ok(await service.send(_given({**locals(), **settings})))
 
     @server.tool(
         name="droid_wait",
@@ -204,7 +201,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         waitMs: Annotated[int, Field(ge=0, le=50_000)] = 25_000,
         maxEvents: Annotated[int, Field(ge=1, le=200)] = 50,
     ) -> CallToolResult:
-        return _ok(await reads.wait(_given(locals())))
+        return ok(await reads.wait(_given(locals())))
 
     @server.tool(
         name="droid_respond",
@@ -223,7 +220,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         answers: list[dict[str, Any]] | None = None,
         cancel: bool = False,
     ) -> CallToolResult:
-        return _ok(service.respond(_given(locals())))
+        return ok(await service.respond(_given(locals())))
 
     @server.tool(
         name="droid_cancel",
@@ -234,7 +231,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
     async def droid_cancel(
         session: Session, scope: Literal["turn", "session"] = "turn"
     ) -> CallToolResult:
-        return _ok(await service.cancel(_given(locals())))
+        return ok(await service.cancel(_given(locals())))
 
     @server.tool(
         name="droid_result",
@@ -249,7 +246,7 @@ def build_server(service: DroidMcp, reads: DroidMcpReads) -> DroidMcpServer:
         offset: Annotated[int, Field(ge=0)] = 0,
         maxBytes: Annotated[int, Field(ge=1, le=32_768)] = 6000,
     ) -> CallToolResult:
-        return _ok(await reads.result(_given(locals())))
+        return ok(await reads.result(_given(locals())))
 
     return server
 

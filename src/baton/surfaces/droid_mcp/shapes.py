@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from baton.engine.droid_mcp.records import ListedModel, ModelsAnswer
+
 SessionState = Literal["starting", "running", "waiting", "idle", "closed", "failed", "unknown"]
 
 
@@ -178,3 +180,43 @@ ERROR_CODES = (
     "agent_failed",
     "internal_error",
 )
+
+#: What droid_models says about aliases (Droid CLI 0.225.2 has none).
+ALIASES_NOTE = "Droid CLI 0.225.2 has no tier aliases or version wildcards; use a model id"
+
+
+def listed_model(listed: ListedModel) -> dict[str, Any]:
+    """One model of ``droid_models``: ``{id, displayName, provider?, supportedReasoningEfforts?,
+    defaultReasoningEffort?, supportsImages?, supportsPdfs?, custom, baseUrl?}``; optional
+    fields only when known (a configured custom model's provider replaces the agent's)."""
+    entry = listed.entry
+    view: dict[str, Any] = {"id": entry.id, "displayName": entry.display_name}
+    if entry.provider is not None:
+        view["provider"] = entry.provider
+    if entry.supported_reasoning_efforts is not None:
+        view["supportedReasoningEfforts"] = list(entry.supported_reasoning_efforts)
+    if entry.default_reasoning_effort is not None:
+        view["defaultReasoningEffort"] = entry.default_reasoning_effort
+    if entry.supports_images is not None:
+        view["supportsImages"] = entry.supports_images
+    if entry.supports_pdfs is not None:
+        view["supportsPdfs"] = entry.supports_pdfs
+    view["custom"] = listed.custom
+    if listed.provider is not None:
+        view["provider"] = listed.provider
+    if listed.base_url is not None:
+        view["baseUrl"] = listed.base_url
+    return view
+
+
+def render_models(answer: ModelsAnswer) -> dict[str, Any]:
+    """``droid_models``: :class:`ModelsResult`."""
+    view: dict[str, Any] = {
+        "fetchedAt": answer.fetched_at,
+        "defaultModel": answer.default_model,
+        "models": [listed_model(m) for m in answer.models],
+    }
+    if answer.aliases:
+        view["aliases"] = []
+        view["note"] = ALIASES_NOTE
+    return view
