@@ -10,143 +10,26 @@ cursors, rename and activate, worktrees and finalization requests.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp import Client
 
-from baton.config import Config
-from baton.engine.engine import Engine
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
 from baton.errors import BatonError
-from baton.store import Store
-from baton.surfaces.spawnea.server import build_connection_server
+from tests.spawnea.inprocess import (
+    CREATE,
+    call,
+    commit_a_file,
+    connect,
+    error,
+    git,
+    is_dir,
+    script,
+    typed_into_panes,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
-
-REPO = Path(__file__).resolve().parents[2]
-FAKE_TUI = REPO / "tests" / "fakes" / "fake_tui.py"
-Json = dict[str, Any]
-
-
-def git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.email=t@x", "-c", "user.name=t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[SpawneaService]:
-    runtime = Path(f"/tmp/bt-sp-{os.getpid()}-{tmp_path.name[-8:]}")
-    runtime.mkdir(mode=0o700)
-    saved = os.environ.get("XDG_RUNTIME_DIR")
-    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-    root = tmp_path / "approved"
-    project = root / "project"
-    project.mkdir(parents=True)
-    git("init", "-q", "-b", "main", cwd=project)
-    (project / "README").write_text("hello\n")
-    git("add", ".", cwd=project)
-    git("commit", "-qm", "init", cwd=project)
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    store = Store(state)
-    store.open()
-    config = Config.model_validate(
-        {
-            "approvedDirectories": [str(root)],
-            "stateDirectory": str(state),
-            "droidPath": "/bin/false",
-            "spawnea": {
-                "projects": [
-                    {"id": "proj", "name": "Project", "path": str(project)},
-                    {"id": "off", "name": "Disabled", "path": str(project), "enabled": False},
-                ],
-                "harnesses": [
-                    {
-                        "id": "fake",
-                        "name": "Fake TUI",
-                        "kind": "generic",
-                        "command": [sys.executable, str(FAKE_TUI)],
-                        "env": {"FAKE_TUI_LOG": str(tmp_path / "tui.log")},
-                        "readyPattern": "^fake>",
-                        "needsInputPattern": r"\[y/n\]",
-                    }
-                ],
-            },
-        }
-    )
-    engine = Engine(config, store)
-    spawnea = SpawneaService(engine, runtime_file=str(runtime / "control-runtime.json"))
-    yield spawnea
-    subprocess.run(["tmux", "-S", spawnea.socket_path, "kill-server"], capture_output=True)
-    store.close()
-    if saved is None:
-        os.environ.pop("XDG_RUNTIME_DIR", None)
-    else:
-        os.environ["XDG_RUNTIME_DIR"] = saved
-    subprocess.run(["rm", "-rf", str(runtime)], check=False)
-
-
-@asynccontextmanager
-async def connect(service: SpawneaService, scope: Scope) -> AsyncIterator[Client]:
-    async with Client(build_connection_server(service, scope)) as client:
-        yield client
-
-
-async def call(client: Client, tool: str, args: Json | None = None) -> Json:
-    result = await client.call_tool(tool, args or {})
-    assert not result.is_error, f"{tool}: {result.content}"
-    assert result.structured_content is not None
-    return dict(result.structured_content)
-
-
-async def error(client: Client, tool: str, args: Json) -> Json:
-    result = await client.call_tool(tool, args)
-    assert result.is_error, f"{tool} unexpectedly succeeded: {result.structured_content}"
-    assert result.structured_content is not None
-    assert result.structured_content["apiVersion"] == "v1"
-    return dict(result.structured_content["error"])
-
-
-CREATE = {
-    "clientRequestId": "root-1",
-    "serverId": "local",
-    "projectId": "proj",
-    "agentId": "fake",
-    "task": "Coordinate the documentation update",
-}
-
-
-def typed_into_panes(service: SpawneaService) -> str:
-    log = Path(service.config.spawnea.harnesses[0].env["FAKE_TUI_LOG"])
-    return log.read_text() if log.exists() else ""
-
-
-def is_dir(path: str) -> bool:
-    return Path(path).is_dir()
-
-
-def commit_a_file(tree: Path) -> None:
-    (tree / "new.txt").write_text("child work\n")
-    git("add", "new.txt", cwd=tree)
-    git("commit", "-qm", "child work", cwd=tree)
-
-
-def script(*steps: Json) -> str:
-    return "FAKE-SCRIPT: " + json.dumps({"steps": list(steps)})
 
 
 async def test_bootstrap_binding_replay_scope_prompts_and_turns(service: SpawneaService) -> None:
@@ -230,7 +113,7 @@ async def test_bootstrap_binding_replay_scope_prompts_and_turns(service: Spawnea
         assert active["ui"] == {"activeSessionId": root, "activeTab": "diff"}
 
     # The root's own identity: children only.
-    injected = await service.authorize(root)
+    injected = await service.scopes.authorize(root)
     async with connect(service, injected) as own:
         self_prompt = await error(own, "spawnea_send_prompt", {"target": root, "prompt": "x"})
         assert self_prompt["code"] == "invalid_request"
@@ -255,7 +138,7 @@ async def test_bootstrap_binding_replay_scope_prompts_and_turns(service: Spawnea
         )
         assert to_child["delivered"] is True
         with pytest.raises(BatonError) as refused_child:
-            await service.authorize(child["sessionId"])  # a child is not an identity
+            await service.scopes.authorize(child["sessionId"])  # a child is not an identity
         assert refused_child.value.code == "forbidden"
         closed = await call(
             own, "spawnea_close_shared_child", {"sessionId": child["sessionId"], "force": True}
@@ -302,12 +185,15 @@ async def test_worktree_root_child_preflight_and_finalization_requests(
         # The child's parent branch is the root's own (checked out in the root's worktree,
         # not the primary checkout): integrate is refused at once, and main never moves.
         assert child["session"]["worktree"]["baseBranch"] == worktree["branch"]
-        before = git("rev-parse", "main", cwd=Path(service.config.spawnea.projects[0].path))
+        before = git("rev-parse", "main", cwd=Path(service.state.config.spawnea.projects[0].path))
         integ = await error(
             client,
             "spawnea_request_finalization",
             {"clientRequestId": "f-2", "sessionId": child_id, "action": "integrate"},
         )
         assert integ["code"] == "conflict" and worktree["branch"] in integ["message"]
-        assert git("rev-parse", "main", cwd=Path(service.config.spawnea.projects[0].path)) == before
+        assert (
+            git("rev-parse", "main", cwd=Path(service.state.config.spawnea.projects[0].path))
+            == before
+        )
         assert root != child_id

@@ -31,6 +31,7 @@ from baton.engine.engine import Engine
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
 from baton.store import Store
+from baton.surfaces.spawnea.policy import spawnea_policy
 from baton.surfaces.spawnea.server import build_connection_server
 from tests.e2e.test_terminal_safety import ATTACK, HOSTILE, SAFE, assert_printable
 from tests.fakes.model_server import ScriptedModelServer, write_droid_settings
@@ -93,9 +94,11 @@ def service(tmp_path: Path, model_server: ScriptedModelServer) -> Iterator[Spawn
             },
         }
     )
-    spawnea = SpawneaService(Engine(config, store), runtime_file=str(runtime / "runtime.json"))
+    spawnea = SpawneaService(
+        Engine(config, store), spawnea_policy(config), runtime_file=str(runtime / "runtime.json")
+    )
     yield spawnea
-    subprocess.run(["tmux", "-S", spawnea.socket_path, "kill-server"], capture_output=True)
+    subprocess.run(["tmux", "-S", spawnea.state.socket_path, "kill-server"], capture_output=True)
     store.close()
     if saved is None:
         os.environ.pop("XDG_RUNTIME_DIR", None)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
 
-from baton.engine.spawnea.output import turn_output
+from baton.engine.spawnea.output import Page, turn_output
 from baton.engine.spawnea.turns import CompactPosition, Cursor, SpawneaTurn
 from baton.session.terminal import CompactOutput
 
@@ -25,22 +24,22 @@ def _turn() -> SpawneaTurn:
     return SpawneaTurn(turn_id="turn-1", session_key="ses-1", raw_start=0)
 
 
-def _read(
-    text: str, max_bytes: int, place: CompactPosition | None, omitted: int = 0
-) -> dict[str, Any]:
+def _read(text: str, max_bytes: int, place: CompactPosition | None, omitted: int = 0) -> Page:
     """One compact read of ``text`` (``omitted`` bytes already dropped from its head)."""
     compact = CompactOutput(text=text, omitted=omitted, source="screen")
     return turn_output(None, _turn(), "compact", 0, max_bytes, False, compact, place)
 
 
 def _pages(text: str, max_bytes: int) -> tuple[list[str], CompactPosition]:
-    pages, place = [], None
+    pages: list[str] = []
+    place: CompactPosition | None = None
     while True:
         page = _read(text, max_bytes, place)
-        assert page["cursorExpired"] is False
-        pages.append(page["output"])
-        place = page["_compact"]
-        if not page["truncated"]:
+        assert page.answer.cursor_expired is False
+        pages.append(page.answer.output)
+        place = page.compact
+        assert place is not None
+        if not page.answer.truncated:
             return pages, place
 
 
@@ -51,45 +50,49 @@ def test_pages_cover_the_answer_exactly_without_splitting_a_character() -> None:
     assert all(len(page.encode()) <= 37 for page in pages)
     assert place.offset == len(text.encode())
     rest = _read(text, 37, place)
-    assert rest["output"] == "" and rest["truncated"] is False and rest["cursorExpired"] is False
+    assert (
+        rest.answer.output == ""
+        and rest.answer.truncated is False
+        and rest.answer.cursor_expired is False
+    )
 
 
 def test_a_growing_answer_continues_with_only_what_was_added() -> None:
     first = _read("thinking about it", 1000, None)
-    grown = _read("thinking about it\nand here is more", 1000, first["_compact"])
-    assert grown["output"] == "\nand here is more" and grown["cursorExpired"] is False
+    grown = _read("thinking about it\nand here is more", 1000, first.compact)
+    assert grown.answer.output == "\nand here is more" and grown.answer.cursor_expired is False
 
 
 def test_a_replaced_answer_starts_over_as_expired() -> None:
     # The screen showed one text; at the end the agent's record says something else.
     first = _read("screen text so far", 1000, None)
-    final = _read("The final answer.", 1000, first["_compact"])
-    assert final["cursorExpired"] is True and final["output"] == "The final answer."
+    final = _read("The final answer.", 1000, first.compact)
+    assert final.answer.cursor_expired is True and final.answer.output == "The final answer."
     # The cursor of that read continues the new text normally.
-    again = _read("The final answer.", 1000, final["_compact"])
-    assert again["output"] == "" and again["cursorExpired"] is False
+    again = _read("The final answer.", 1000, final.compact)
+    assert again.answer.output == "" and again.answer.cursor_expired is False
 
 
 def test_a_bounded_answer_whose_head_was_dropped_continues_by_absolute_place() -> None:
     text = "a" * 100 + "b" * 100
     first = _read(text, 150, None)
-    assert first["truncated"] is True
+    assert first.answer.truncated is True
     # 50 bytes of the head were dropped since (the bound keeps the end); the bytes just before
     # the place are still kept, so the read continues where it was.
-    later = _read(text[50:] + "c" * 10, 1000, first["_compact"], omitted=50)
-    assert later["cursorExpired"] is False and later["output"] == "b" * 50 + "c" * 10
+    later = _read(text[50:] + "c" * 10, 1000, first.compact, omitted=50)
+    assert later.answer.cursor_expired is False and later.answer.output == "b" * 50 + "c" * 10
 
 
 def test_a_place_whose_preceding_bytes_were_dropped_starts_over() -> None:
     first = _read("x" * 40 + "y" * 40, 60, None)
-    later = _read("z" * 30, 1000, first["_compact"], omitted=70)
-    assert later["cursorExpired"] is True and later["output"] == "z" * 30
+    later = _read("z" * 30, 1000, first.compact, omitted=70)
+    assert later.answer.cursor_expired is True and later.answer.output == "z" * 30
 
 
 def test_a_raw_read_keeps_the_compact_place_and_the_cursor_round_trips() -> None:
     place = CompactPosition(12, "0123456789abcdef")
     raw = turn_output(None, _turn(), "raw", 0, 100, False, None, place)
-    assert raw["_compact"] == place
+    assert raw.compact == place
     cursor = Cursor(EPOCH, "turn-1", 7, place)
     assert Cursor.decode(cursor.encode()) == cursor
     plain = Cursor(EPOCH, "turn-1", 7)  # as every cursor was before compact paging

@@ -30,8 +30,10 @@ from baton.engine.engine import Engine
 from baton.engine.spawnea.finalize import worktrees_root
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
+from baton.engine.spawnea.sessions_store import SpawneaRow
 from baton.errors import BatonError
 from baton.store import Store
+from baton.surfaces.spawnea.policy import spawnea_policy
 from baton.surfaces.spawnea.server import build_connection_server
 from tests.e2e.baton_client import (
     FAKE_DROID,
@@ -101,21 +103,32 @@ class Host:
         )
         self.engine = Engine(config, self.store)
         self.controller = ControllerRuns(self.engine)
-        self.service = SpawneaService(self.engine, runtime_file=str(runtime / "runtime.json"))
+        self.service = SpawneaService(
+            self.engine,
+            spawnea_policy(self.engine.config),
+            runtime_file=str(runtime / "runtime.json"),
+        )
 
     def tmux(self, *args: str) -> None:
-        subprocess.run(["tmux", "-S", self.service.socket_path, *args], capture_output=True)
+        subprocess.run(["tmux", "-S", self.service.state.socket_path, *args], capture_output=True)
 
     def tmux_sessions(self) -> list[str]:
         done = subprocess.run(
-            ["tmux", "-S", self.service.socket_path, "list-sessions", "-F", "#{session_name}"],
+            [
+                "tmux",
+                "-S",
+                self.service.state.socket_path,
+                "list-sessions",
+                "-F",
+                "#{session_name}",
+            ],
             capture_output=True,
             text=True,
         )
         return done.stdout.split() if done.returncode == 0 else []
 
-    def stored_sessions(self) -> list[Json]:
-        return self.service.rows.open_sessions()
+    def stored_sessions(self) -> list[SpawneaRow]:
+        return self.service.state.rows.open_sessions()
 
     async def controller_start(self, key: str, prompt: str, workspace: Path) -> str:
         request = StartRun.parse(
@@ -217,7 +230,7 @@ async def test_a_controller_writer_is_refused_while_a_spawnea_session_lives_in_i
         with pytest.raises(BatonError) as still:
             await host.controller_start("c-2", "FAKE:text=no", host.project)
         assert still.value.details["conflictingSessionId"] == root
-    await host.service.hosted[root].close()  # the root's agent is gone: its claim with it
+    await host.service.state.hosted[root].close()  # the root's agent is gone: its claim with it
     run_id = await host.controller_start("c-3", "FAKE:text=yes", host.project)
     assert await host.wait_run(run_id, {"succeeded", "failed", "cancelled"}) == "succeeded"
 
@@ -227,7 +240,7 @@ async def test_an_exited_spawnea_agent_releases_its_tree(host: Host) -> None:
     name = host.tmux_sessions()[0]
     host.tmux("kill-session", "-t", name)
     deadline = time.monotonic() + 20
-    while host.service.hosted[root].status != "exited":
+    while host.service.state.hosted[root].status != "exited":
         assert time.monotonic() < deadline, "the monitor never saw the agent exit"
         await asyncio.sleep(0.05)
     run_id = await host.controller_start("c-1", "FAKE:text=yes", host.project)
@@ -245,11 +258,11 @@ async def test_spawnea_create_is_refused_while_a_controller_writer_runs_and_crea
     assert run_id in refused["message"]
     assert host.tmux_sessions() == []
     assert host.stored_sessions() == []
-    assert host.service.hosted == {}
+    assert host.service.state.hosted == {}
     assert not worktrees_root(host.engine.config.stateDirectory).exists()
     # A managed worktree is a tree of its own: the controller's writer does not block it.
     _, isolated = await new_root(host, "root-2", useWorktree=True)
-    assert host.service.session_view(isolated)["workspace"] != str(host.project)
+    assert host.service.views.session(isolated).workspace != str(host.project)
     await host.controller.cancel(run_id)
     await host.wait_run(run_id, {"cancelled"})
     # The lock lasts through the run's process cleanup (controller.md), then the tree is free.
@@ -258,7 +271,7 @@ async def test_spawnea_create_is_refused_while_a_controller_writer_runs_and_crea
         assert time.monotonic() < deadline, "the run's processes never went away"
         await asyncio.sleep(0.05)
     _, root = await new_root(host, "root-3")
-    assert host.service.session_view(root)["workspace"] == str(host.project)
+    assert host.service.views.session(root).workspace == str(host.project)
 
 
 async def test_spawnea_sessions_of_one_project_still_share_its_tree(host: Host) -> None:
@@ -268,7 +281,7 @@ async def test_spawnea_sessions_of_one_project_still_share_its_tree(host: Host) 
         child = await call(
             client, "spawnea_create_child_session", {"name": "helper", "workspace": "same-project"}
         )
-    workspaces = {host.service.session_view(s)["workspace"] for s in (first, second)}
+    workspaces = {host.service.views.session(s).workspace for s in (first, second)}
     assert workspaces == {str(host.project)} and child["workspace"] == str(host.project)
     assert len(host.tmux_sessions()) == 3
 
@@ -288,7 +301,7 @@ async def test_a_controller_of_another_process_and_spawnea_never_share_a_tree(
         )
         assert refused["code"] == "workspace_busy", refused
         assert "another Baton process" in refused["message"]
-        await host.service.hosted[root].close()
+        await host.service.state.hosted[root].close()
         live = await controller_call(
             controller, "droid_start", {**start, "requestKey": "x-2", "prompt": "FAKE:hang"}
         )
@@ -296,7 +309,7 @@ async def test_a_controller_of_another_process_and_spawnea_never_share_a_tree(
         async with connect(host.service, Scope("bootstrap")) as client:
             busy = await error(client, "spawnea_create_session", create("root-2"))
         assert busy["code"] == "conflict", busy
-        assert [s["session_key"] for s in host.stored_sessions()] == []
+        assert [s.session_key for s in host.stored_sessions()] == []
         assert len(host.tmux_sessions()) == 0  # the closed root's session is gone too
         await controller_call(controller, "droid_cancel", {"runId": live["runId"]})
         await wait_terminal(controller, live["runId"])

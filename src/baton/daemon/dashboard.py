@@ -9,7 +9,7 @@ sessions, turns, prompts and diffs):
   calls run on the daemon's loop (the store's SQLite connection is not thread-safe), and an
   approved Spawnea request runs through the Spawnea executor, which stops the session's agent
   before any git mutation;
-- Spawnea's hosted tmux sessions (``SpawneaService.hosted``), live outside ``Engine.live``:
+- Spawnea's hosted tmux sessions (``SpawneaState.hosted``), live outside ``Engine.live``:
   their status is the list's state, their event log the page's live stream, their pane the
   read-only snapshot;
 - Spawnea's UI state (``spawnea_activate``) and the Agent Context log of its connections
@@ -66,7 +66,7 @@ class DaemonProvider(EngineProvider):
 
     def _hosted(self, session_key: str) -> HostedSession | None:
         service = self.spawnea
-        return service.hosted.get(session_key) if service is not None else None
+        return service.state.hosted.get(session_key) if service is not None else None
 
     # -- live sessions: the engine's and Spawnea's tmux sessions ---------------------------------
 
@@ -74,7 +74,7 @@ class DaemonProvider(EngineProvider):
         lives = super().live_logs()
         service = self.spawnea
         if service is not None:
-            for key, hosted in service.hosted.items():
+            for key, hosted in service.state.hosted.items():
                 ended = hosted.status in _ENDED
                 lives.setdefault(key, LiveLog(hosted.log, hosted.status, ended))
         return lives
@@ -100,9 +100,8 @@ class DaemonProvider(EngineProvider):
         service = self.spawnea
         if service is None:
             return None
-        return UiState(
-            service.ui.get("activeSessionId"), service.ui.get("activeTab"), service.ui_updated_at
-        )
+        ui = service.state.ui
+        return UiState(ui.active_session_id, ui.active_tab, service.state.ui_updated_at)
 
     def _connections(self) -> Connections | None:
         connections: Connections | None = self.services.extras.get(CONNECTIONS)
@@ -220,7 +219,7 @@ async def serve(
         dashboard = server.dashboard
         assert dashboard is not None
         if spawnea is not None:
-            spawnea.viewers = lambda: dashboard.viewers
+            spawnea.state.viewers = lambda: dashboard.viewers
         if announce_login:
             print(f"baton: dashboard at {server.login_url()}", file=sys.stderr, flush=True)
         else:
@@ -237,7 +236,7 @@ async def serve(
         # connections and the handshake file must go.
         with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT_S):
             if spawnea is not None:
-                spawnea.viewers = lambda: 0
+                spawnea.state.viewers = lambda: 0
             try:
                 await server.stop()
             except Exception:

@@ -91,9 +91,10 @@ class Connections:
 async def _finalize(service: SpawneaService, arguments: dict[str, Any]) -> dict[str, Any]:
     """Admin op ``finalize`` (``sessionId``, ``how``: ``integrate``, ``stash`` or ``discard``):
     the operator finalizes a root's worktree, removing the root (see
-    :mod:`baton.engine.spawnea.removal`); answers ``{request}`` once it ran."""
+    :mod:`baton.engine.spawnea.removal`); answers ``{request}`` (the request's view, as
+    ``spawnea_get_finalization_request`` shows it) once it ran."""
     from baton.daemon.admin import AdminError
-    from baton.engine.spawnea.removal import finalize_root
+    from baton.surfaces.spawnea.shapes import of
 
     unknown = sorted(set(arguments) - {"sessionId", "how"})
     if unknown:
@@ -102,7 +103,7 @@ async def _finalize(service: SpawneaService, arguments: dict[str, Any]) -> dict[
     if not isinstance(session, str) or not 1 <= len(session) <= 200 or not isinstance(how, str):
         raise AdminError("invalid_request", "finalize needs sessionId and how")
     try:
-        return {"request": await finalize_root(service, session, how)}
+        return {"request": of(await service.removal.finalize_root(session, how))}
     except BatonError as exc:
         code = {"invalid_argument": "invalid_request"}.get(exc.code, exc.code)
         if code not in ("invalid_request", "not_found", "conflict"):
@@ -114,10 +115,12 @@ def gateway_surface(services: DaemonServices) -> GatewaySurface:
     """The ``spawnea`` plugin (:data:`baton.daemon.seam.PLUGINS`)."""
     from baton.engine.spawnea.scope import Scope
     from baton.engine.spawnea.service import SpawneaService
+    from baton.surfaces.spawnea.policy import spawnea_policy
     from baton.surfaces.spawnea.server import build_connection_server
 
     runtime_file = str(services.runtime.descriptor) if services.runtime is not None else None
-    service = SpawneaService(services.engine, runtime_file=runtime_file)
+    engine = services.engine
+    service = SpawneaService(engine, spawnea_policy(engine.config), runtime_file=runtime_file)
     services.extras["spawnea"] = service
     connections = Connections()
     services.extras[CONNECTIONS] = connections
@@ -133,7 +136,7 @@ def gateway_surface(services: DaemonServices) -> GatewaySurface:
         if session_id is None:
             return Scope("bootstrap")
         try:
-            return await service.authorize(session_id)
+            return await service.scopes.authorize(session_id)
         except BatonError as exc:
             return Refusal(exc.code, exc.message)
 

@@ -16,21 +16,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from typing import Any, Literal
+from typing import Literal
 
 from baton.config import Config, SpawneaHarness, SpawneaProject
+from baton.engine.spawnea.records import CatalogRef
 from baton.errors import BatonError
+from baton.session.spec import LOCAL_MACHINE
 
-LOCAL_HOST = {"id": "local", "name": "Local workstation"}
-API_VERSION = "v1"
-GENERIC_OPTIONS = (
-    "readyPattern",
-    "idlePattern",
-    "needsInputPattern",
-    "interruptKeys",
-    "exitCommand",
-)
-"""Catalogue keys of a ``generic`` harness passed to its tmux options under the same name."""
+#: The one host of this wave: this machine (W3-D adds the ``spawnea.hosts`` ones).
+LOCAL_HOST = CatalogRef(id=LOCAL_MACHINE, name="Local workstation")
 
 
 class Catalog:
@@ -44,22 +38,31 @@ class Catalog:
         )
         self.projects = {p.id: p for p in projects if p.enabled}
         self.harnesses = {h.id: h for h in harnesses if h.enabled}
+        self._host_names = {h.id: h.name for h in spawnea.hosts}
 
-    def hosts_view(self) -> list[dict[str, Any]]:
-        return [dict(LOCAL_HOST)]
+    def hosts_view(self) -> tuple[CatalogRef, ...]:
+        return (LOCAL_HOST,)
 
-    def projects_view(self) -> list[dict[str, Any]]:
-        return [project_view(p) for p in self.projects.values()]
+    def projects_view(self) -> tuple[CatalogRef, ...]:
+        return tuple(project_view(p) for p in self.projects.values())
 
-    def harnesses_view(self) -> list[dict[str, Any]]:
-        return [harness_view(h) for h in self.harnesses.values()]
+    def harnesses_view(self) -> tuple[CatalogRef, ...]:
+        return tuple(harness_view(h) for h in self.harnesses.values())
 
-    def host(self, server_id: object) -> dict[str, str]:
-        if server_id != "local":
+    def host(self, server_id: object) -> CatalogRef:
+        """The host ``server_id`` names (raises ``not_found`` for any other)."""
+        if server_id != LOCAL_MACHINE:
             raise BatonError(
                 "not_found", "unknown or disabled host; this Baton offers only the host 'local'"
             )
-        return dict(LOCAL_HOST)
+        return LOCAL_HOST
+
+    def host_ref(self, host_id: str) -> CatalogRef:
+        """How a session's host (a ``hosts`` id: its spec's ``machine``) is shown: ``{id,
+        name}`` only, never an address."""
+        if host_id == LOCAL_MACHINE:
+            return LOCAL_HOST
+        return CatalogRef(id=host_id, name=self._host_names.get(host_id))
 
     def project(self, project_id: object) -> SpawneaProject:
         project = self.projects.get(str(project_id)) if isinstance(project_id, str) else None
@@ -74,17 +77,18 @@ class Catalog:
         return harness
 
 
-def project_view(project: SpawneaProject) -> dict[str, Any]:
-    return {"id": project.id, "name": project.name}
+def project_view(project: SpawneaProject) -> CatalogRef:
+    return CatalogRef(id=project.id, name=project.name)
 
 
-def harness_view(harness: SpawneaHarness) -> dict[str, Any]:
-    return {
-        "id": harness.id,
-        "name": harness.name,
-        "kind": harness.kind,
-        "command": os.path.basename(harness.command[0]),
-    }
+def harness_view(harness: SpawneaHarness) -> CatalogRef:
+    """A harness with its program's name only (never its arguments or environment)."""
+    return CatalogRef(
+        id=harness.id,
+        name=harness.name,
+        kind=harness.kind,
+        command=os.path.basename(harness.command[0]),
+    )
 
 
 def default_projects(roots: list[str]) -> list[SpawneaProject]:

@@ -1,138 +1,126 @@
 """Spawnea session creation: roots (bootstrap, bound to the connection) and direct children,
-each in a tmux pane, optionally in a managed worktree (``spawnea-control-api.md``:
-``spawnea_create_session``, ``spawnea_create_child_session``)."""
+each an agent in its own tmux pane, optionally in a managed worktree (``spawnea-control-api.md``:
+``spawnea_create_session``, ``spawnea_create_child_session``).
+
+A session row is committed (``starting``) before its agent is started and removed again if the
+start fails: nothing is left of a failed attempt. Exact retries share the attempt through the
+engine's idempotency keys (:meth:`~baton.engine.keys.IntentKeys.shared`, daemon lifetime): an
+exact retry, while the attempt runs or after it succeeded, gets its result, also from a
+replacement connection; a failed attempt is forgotten, so it may be retried.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import dataclasses
+import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine
 from typing import Any
 
-from baton.engine.clock import utc_now
+from baton.config import SpawneaHarness, SpawneaProject
 from baton.engine.intents import fingerprint
-from baton.engine.policy import SPAWNEA
-from baton.engine.spawnea.base import (
-    _ALIAS,
-    PROMPT_MAX,
-    TASK_MAX,
-    TITLE_MAX,
-    ServiceBase,
-    _request_id,
-    _required,
-    _text,
+from baton.engine.keys import IntentKey
+from baton.engine.spawnea.finalize import Finalizer, worktrees_root
+from baton.engine.spawnea.prompting import Prompting
+from baton.engine.spawnea.records import (
+    ChildCreated,
+    InitialPrompt,
+    PromptError,
+    RootCreated,
 )
-from baton.engine.spawnea.catalog import API_VERSION, GENERIC_OPTIONS
-from baton.engine.spawnea.hosted import HostedSession
+from baton.engine.spawnea.requests import TITLE_MAX, CreateChild, CreateRoot
 from baton.engine.spawnea.scope import Scope
+from baton.engine.spawnea.scopes import Scopes
+from baton.engine.spawnea.sessions import Sessions
+from baton.engine.spawnea.sessions_store import SessionSettings, WorkspaceMode
+from baton.engine.spawnea.specs import runtime_kind
+from baton.engine.spawnea.state import SpawneaState
+from baton.engine.spawnea.views import SessionViews
+from baton.engine.workspaces import approve_workspace
 from baton.errors import BatonError
-from baton.harnesses.base import HarnessError, SessionSpec
-from baton.harnesses.tmux import check_attachment
-from baton.panes.names import session_name
+from baton.session.errors import HarnessError
 
-log = logging.getLogger(__name__)
+_ALIAS = re.compile(r"[^a-z0-9]+")
+#: Longest child alias made from a name (characters, before a ``-2`` suffix).
+ALIAS_MAX = 40
 
 
-class Creation(ServiceBase):
-    """Roots and children, and their re-adoption after a restart."""
+class Creation:
+    """Roots and children (see the module docstring)."""
 
-    async def recover(self) -> dict[str, int]:
-        """Re-adopt every recorded pane whose process has the recorded start time; mark the
-        others ``exited`` (``WAVE2.md`` §9.6). Returns ``{adopted, exited}``."""
-        adopted = exited = 0
-        for row in self.rows.open_sessions():
-            attach = row["attach"]
-            status = await check_attachment(attach) if attach else None
-            if status is None or not status.alive:
-                seen = status.reason if status is not None else "nothing recorded to adopt"
-                self.rows.set_ended(
-                    row["session_key"],
-                    "gone_at_restart",
-                    f"the agent was not running when the daemon started ({seen})",
-                )
-                exited += 1
-                continue
-            hosted = self._hosted(row, {**self._options(row), "attach": attach})
-            self._reclaim(row)
-            try:
-                await hosted.open()
-            except HarnessError as exc:
-                log.warning("could not re-adopt %s: %s", row["session_key"], exc.message)
-                self.engine.release_tree(row["session_key"])
-                self.rows.set_ended(
-                    row["session_key"], "gone_at_restart", f"could not re-adopt: {exc.message}"
-                )
-                exited += 1
-                continue
-            adopted += 1
-        return {"adopted": adopted, "exited": exited}
+    def __init__(
+        self,
+        state: SpawneaState,
+        scopes: Scopes,
+        views: SessionViews,
+        sessions: Sessions,
+        prompting: Prompting,
+        finalizer: Finalizer,
+    ) -> None:
+        self.state = state
+        self.scopes = scopes
+        self.views = views
+        self.sessions = sessions
+        self.prompting = prompting
+        self.finalizer = finalizer
+        self.keys = state.engine.keys
+        #: Aliases handed to child creations that have not committed their row yet, per root.
+        self._reserved: dict[str, set[str]] = {}
 
-    def _reclaim(self, row: Mapping[str, Any]) -> None:
-        """Take a re-adopted pane's writer claim again. The agent kept running while no daemon
-        held its claim, so a writer may have taken the tree meanwhile: the pane is adopted all
-        the same (refusing would orphan a live agent), and the clash is logged."""
-        try:
-            self.engine.claim_tree(str(row["session_key"]), str(row["workspace"]), SPAWNEA.name)
-        except BatonError as exc:
-            log.warning(
-                "re-adopted %s without a writer claim on its tree: %s",
-                row["session_key"],
-                exc.message,
-            )
-
-    async def create_root(self, scope: Scope, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def create_root(self, scope: Scope, request: CreateRoot) -> RootCreated:
         """``spawnea_create_session``: one root, bound to this connection before returning.
 
-        Exact retries share the attempt (also from a replacement connection); a different
-        request under a used id, or any other creation on a bound connection, is ``conflict``.
+        Raises
+        ------
+        BatonError
+            ``not_found`` (host, project or agent not offered), ``conflict`` (a bound connection
+            creating another root; ``idempotency_conflict`` for a used ``clientRequestId``),
+            ``workspace_busy`` (a writer of another surface holds the tree),
+            ``operation_failed`` (the agent did not start: nothing is left).
         """
-        request_id = _request_id(args, required=True)
-        self.catalog.host(args.get("serverId"))
-        project = self.catalog.project(args.get("projectId"))
-        harness = self.catalog.harness(args.get("agentId"))
-        task = _required(args, "task", TASK_MAX)
-        base = _text(args, "baseBranch", 200)
-        use_worktree = bool(args.get("useWorktree", False))
+        catalog = self.state.catalog
+        catalog.host(request.server_id)
+        project = catalog.project(request.project_id)
+        harness = catalog.harness(request.agent_id)
         print_ = fingerprint(
-            {"op": "create_root", "project": project.id, "agent": harness.id, "task": task}
-            | {"baseBranch": base, "useWorktree": use_worktree, "server": "local"}
+            {"op": "create_root", "project": project.id, "agent": harness.id, "task": request.task}
+            | {"baseBranch": request.base_branch, "useWorktree": request.use_worktree}
+            | {"server": request.server_id}
         )
-        if scope.bound and scope.creation != request_id:
+        if scope.bound and scope.creation != request.client_request_id:
             raise BatonError(
                 "conflict", "this connection is bound to a root; it cannot create another"
             )
-        record = self._bootstrap.get(request_id)
-        if record is not None and record[0] != print_:
-            raise BatonError("conflict", "clientRequestId was used for a different request")
-        replayed = record is not None
-        if record is None:
-            future = asyncio.ensure_future(
-                self._create(project, harness, task, base, use_worktree, parent=None, name=task)
+
+        def work() -> Coroutine[Any, Any, str]:
+            return self._create(
+                project,
+                harness,
+                request.task,
+                request.base_branch,
+                request.use_worktree,
+                parent=None,
+                name=request.task,
             )
-            record = (print_, future)
-            self._bootstrap[request_id] = record
-        try:
-            view = await asyncio.shield(record[1])
-        except BaseException:
-            if self._bootstrap.get(request_id) is record and record[1].done():
-                del self._bootstrap[request_id]  # a failed creation may be retried
-            raise
+
+        key = IntentKey("spawnea:create", request.client_request_id)
+        shared = await self.keys.shared(key, print_, work, name="clientRequestId")
+        root = shared.value
         if not scope.bound:
-            scope.root, scope.creation = view["id"], request_id  # bind before answering
-        return {
-            "apiVersion": API_VERSION,
-            "sessionCreated": not replayed,
-            "replayed": replayed,
-            "rootSessionId": view["id"],
-            "sessionId": view["id"],
-            "session": self.session_view(view["id"]),
-        }
+            scope.root, scope.creation = root, request.client_request_id  # bind before answering
+        return RootCreated(
+            session_created=not shared.replayed,
+            replayed=shared.replayed,
+            root_session_id=root,
+            session_id=root,
+            session=self.views.session(root),
+        )
 
     async def _create(
         self,
-        project: Any,
-        harness: Any,
+        project: SpawneaProject,
+        harness: SpawneaHarness,
         task: str,
         base: str | None,
         use_worktree: bool,
@@ -142,34 +130,39 @@ class Creation(ServiceBase):
         alias: str | None = None,
         workspace: str | None = None,
         model: str | None = None,
-    ) -> dict[str, Any]:
-        from baton.engine.spawnea.finalize import make_worktree, remove_new_worktree, worktrees_root
-        from baton.engine.workspaces import approve_workspace
-
+    ) -> str:
+        """Create one session and start its agent; returns its key."""
+        state, sessions = self.state, self.sessions
         session_key = f"ses-{uuid.uuid4()}"
-        roots = list(self.config.approvedDirectories)
+        kind = runtime_kind(harness)
+        roots = list(state.config.approvedDirectories)
         if workspace is not None:
-            # A same-project child works where its parent does: maybe a managed worktree, no root.
-            roots.append(str(worktrees_root(self.config.stateDirectory)))
-        limits = self.engine.workspace_limits  # every agent's rules (Droid's 255 bytes too)
-        cwd = approve_workspace(workspace or project.path, roots, limits=limits)
+            # A same-project child works in its parent's directory: the project's checkout, or
+            # the managed worktree Baton made of it, which lies outside the approved roots.
+            roots.append(str(worktrees_root(state.config.stateDirectory)))
+        cwd = approve_workspace(
+            workspace or project.path, roots, limits=state.engine.workspace_limits
+        )
         if not use_worktree:
             # The agent writes in this tree for as long as it lives: claim it before anything
             # is created, so a refusal (``workspace_busy``, rendered ``conflict``) leaves
-            # nothing behind. Spawnea sessions share trees among themselves.
-            self.engine.claim_tree(session_key, cwd, SPAWNEA.name)
-        settings: dict[str, Any] = {
-            "projectId": project.id,
-            "harnessId": harness.id,
-            "workspaceMode": "new-worktree"
-            if use_worktree
-            else ("same-project" if parent else "project"),
-            "model": model,
-        }
+            # nothing behind.
+            sessions.claim(session_key, cwd)
+        mode: WorkspaceMode = (
+            "new-worktree" if use_worktree else ("same-project" if parent else "project")
+        )
+        settings = SessionSettings(
+            project_id=project.id,
+            harness_id=harness.id,
+            host_id=project.hostId,
+            workspace_mode=mode,
+            model=model,
+        )
         try:
-            self.rows.create(
+            state.rows.create(
                 session_key,
                 cwd,
+                harness=kind,
                 parent=parent,
                 name=name[:TITLE_MAX],
                 task=task,
@@ -177,224 +170,136 @@ class Creation(ServiceBase):
                 settings=settings,
             )
         except BaseException:
-            self.engine.release_tree(session_key)
+            sessions.release(session_key)
             raise
         worktree = None
         try:
             if use_worktree:
                 worktree = await asyncio.to_thread(
-                    make_worktree, self, session_key, project, base, name
+                    self.finalizer.make, session_key, project, base, name
                 )
-                cwd = worktree["path"]
-                self.engine.claim_tree(session_key, cwd, SPAWNEA.name)  # a tree of its own
-                settings["worktree"] = worktree
-                self.rows.update(session_key, workspace=cwd, settings=settings)
-            hosted = self._hosted(
-                self.rows.get(session_key) or {}, self._options(self.rows.get(session_key) or {})
-            )
+                cwd = worktree.path
+                sessions.claim(session_key, cwd)  # a tree of its own
+                settings = settings.model_copy(update={"worktree": worktree})
+                state.rows.update(session_key, workspace=cwd, settings=settings)
+            row = state.rows.get(session_key)
+            assert row is not None
+            hosted = sessions.host(row)
             await hosted.open()
         except BaseException as exc:
-            self.hosted.pop(session_key, None)
-            self.engine.release_tree(session_key)
+            state.hosted.pop(session_key, None)
+            sessions.release(session_key)
             if worktree is not None:
-                await asyncio.to_thread(remove_new_worktree, self, session_key)
-            self.rows.delete(session_key)  # rolled back: nothing is left of the attempt
+                await asyncio.to_thread(self.finalizer.remove_new, session_key)
+            state.rows.delete(session_key)  # rolled back: nothing is left of the attempt
             if isinstance(exc, HarnessError):
-                self._error("create", f"the agent did not start: {exc.message}")
+                state.error("create", f"the agent did not start: {exc.message}")
                 raise BatonError(
                     "operation_failed", f"the agent did not start: {exc.message}"
                 ) from exc
             raise
-        return self.session_view(session_key)
-
-    def _hosted(self, row: Mapping[str, Any], options: dict[str, Any]) -> HostedSession:
-        key = str(row["session_key"])
-        harness = self.catalog.harnesses.get(row["settings"].get("harnessId", ""))
-        spec = SessionSpec(
-            workspace=str(row["workspace"]),
-            autonomy="high",
-            model=row["settings"].get("model"),
-            cancel_grace_ms=self.config.cancelGraceMs,
-            setup_timeout_s=self.config.spawnea.startupWaitMs / 1000,
-            options=options,
-        )
-        hosted = HostedSession(
-            session_key=key,
-            adapter=harness.kind if harness else options.get("adapter", "generic"),
-            spec=spec,
-            turns=self.turns,
-            on_change=self._changed,
-        )
-        self.hosted[key] = hosted
-        return hosted
-
-    def _options(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        harness = self.catalog.harnesses.get(row["settings"].get("harnessId", ""))
-        if harness is None:
-            raise BatonError("not_found", "the session's agent is no longer configured")
-        env = dict(harness.env)
-        env["SPAWNEA_SESSION_ID"] = env["BATON_SESSION_ID"] = str(row["session_key"])
-        if self.runtime_file:
-            env["BATON_CONTROL_RUNTIME_FILE"] = env["SPAWNEA_CONTROL_RUNTIME_FILE"] = (
-                self.runtime_file
-            )
-        options: dict[str, Any] = {
-            "adapter": harness.kind,
-            "command": list(harness.command),
-            "env": env,
-            "socketPath": self.socket_path,
-            "sessionName": session_name(
-                row.get("name") or harness.id, str(row["session_key"])[4:12]
-            ),
-            "logDir": self.log_dir,
-        }
-        if harness.agentHome:
-            options["agentHome"] = harness.agentHome
-        if harness.kind == "generic":
-            for key in GENERIC_OPTIONS:
-                if getattr(harness, key):
-                    options[key] = getattr(harness, key)
-        return options
-
-    def _changed(self, hosted: HostedSession) -> None:
-        status, key = hosted.status, hosted.session_key
-        if status in ("exited", "closed"):
-            # The agent is gone: the session is ``exited`` (still listed, inspectable and
-            # finalizable) with why; only a completed finalization or a shared-child close
-            # records it ``closed``.
-            default = (
-                ("agent_exited", "the agent's process ended")
-                if status == "exited"
-                else ("stopped", "Baton stopped the agent")
-            )
-            reason, message = self.ending.pop(key, default)
-            self.rows.set_ended(key, reason, message)
-            self.engine.release_tree(key)  # its agent no longer writes there
-            return
-        self.rows.set_status(key, "starting" if status == "starting" else "open")
-        if hosted.agent is not None and status != "starting":
-            self.rows.update(key, attach=hosted.agent.attachment)
-
-    def _error(self, operation: str, message: str) -> None:
-        self.recent_errors.append(
-            {"at": utc_now(), "operation": operation, "message": message[:500]}
-        )
+        return session_key
 
     # -- children ----------------------------------------------------------------------------------
 
-    async def create_child(self, scope: Scope, args: Mapping[str, Any]) -> dict[str, Any]:
-        """``spawnea_create_child_session``: a direct child of the scoped root (two levels)."""
-        root = self._active_root(scope)
-        parent = args.get("parentSession")
-        if parent not in (None, root):
+    async def create_child(self, scope: Scope, request: CreateChild) -> ChildCreated:
+        """``spawnea_create_child_session``: a direct child of the scoped root (two levels).
+
+        Raises
+        ------
+        BatonError
+            As :meth:`create_root`, and ``forbidden`` (a ``parentSession`` other than the root),
+            ``conflict`` (the root is being removed).
+        """
+        state = self.state
+        root = self.scopes.active_root(scope)
+        if request.parent_session not in (None, root):
             raise BatonError(
                 "forbidden",
                 "parentSession must be this connection's root (children cannot have children)",
             )
-        request_id = _request_id(args, required=False)
-        root_row = self.rows.get(root) or {}
-        project = self.catalog.project(
-            args.get("projectId") or root_row["settings"].get("projectId")
-        )
-        if args.get("serverId") not in (None, "local"):
-            self.catalog.host(args.get("serverId"))
-        harness = self.catalog.harness(args.get("agentId") or root_row["settings"].get("harnessId"))
-        name = _required(args, "name", TITLE_MAX)
-        task = _text(args, "task", TASK_MAX) or name
-        mode = args.get("workspace", "same-project")
-        if mode not in ("same-project", "new-worktree"):
-            raise BatonError("invalid_argument", "workspace must be same-project or new-worktree")
-        model = _text(args, "model", 200)
-        initial = _text(args, "initialPrompt", PROMPT_MAX)
+        root_row = state.rows.get(root)
+        assert root_row is not None  # the root is active
+        project = state.catalog.project(request.project_id or root_row.settings.project_id)
+        if request.server_id not in (None, "local"):
+            state.catalog.host(request.server_id)
+        harness = state.catalog.harness(request.agent_id or root_row.settings.harness_id)
         print_ = fingerprint(
             {"op": "child", "root": root, "project": project.id, "agent": harness.id}
-            | {"name": name, "task": task, "workspace": mode, "model": model, "prompt": initial}
+            | {"name": request.name, "task": request.task, "workspace": request.workspace}
+            | {"model": request.model, "prompt": request.initial_prompt}
         )
-        record = self._children.get((root, request_id)) if request_id else None
-        if record is not None and record[0] != print_:
-            raise BatonError("conflict", "clientRequestId was used for a different child request")
-        if record is not None:
-            return {**await asyncio.shield(record[1]), "replayed": True}
-        alias = self._alias(root, name)
-        self.lifecycle.begin_creation(root)  # ``conflict`` while the root is being removed
 
-        async def make() -> dict[str, Any]:
-            try:
-                return await self._make_child(
-                    root, root_row, project, harness, name, task, mode, model, alias, initial
-                )
-            finally:
-                self.lifecycle.end_creation(root)
+        def work() -> Coroutine[Any, Any, ChildCreated]:
+            # Runs at once, and only for a new attempt: the lifecycle guard is taken (or refuses,
+            # ``conflict`` while the root is being removed) and the alias reserved before any
+            # ``await``, so a removal or a concurrent child sees this creation.
+            state.lifecycle.begin_creation(root)
+            alias = self._alias(root, request.name)
+            return self._make_child(root, project, harness, request, alias)
 
-        future = asyncio.ensure_future(make())
-        if request_id:
-            self._children[(root, request_id)] = (print_, future)
-        try:
-            return {**await asyncio.shield(future), "replayed": False}
-        except BaseException:
-            if request_id and future.done():
-                self._children.pop((root, request_id), None)
-            raise
+        if not request.client_request_id:
+            return await asyncio.shield(asyncio.ensure_future(work()))
+        key = IntentKey(f"spawnea:{root}:child", request.client_request_id)
+        shared = await self.keys.shared(key, print_, work, name="clientRequestId")
+        return dataclasses.replace(shared.value, replayed=shared.replayed)
 
     async def _make_child(
         self,
         root: str,
-        root_row: Mapping[str, Any],
-        project: Any,
-        harness: Any,
-        name: str,
-        task: str,
-        mode: str,
-        model: str | None,
+        project: SpawneaProject,
+        harness: SpawneaHarness,
+        request: CreateChild,
         alias: str,
-        initial: str | None,
-    ) -> dict[str, Any]:
-        shared = None if mode == "new-worktree" else root_row["workspace"]
-        # A worktree child forks from, and integrates into, its parent's branch: the root's own
-        # managed worktree's branch, or the branch checked out where the root works. Never
-        # the project's base branch when the parent works on another (contract:
-        # spawnea_preflight_integration's parentBranch).
-        from baton.engine.spawnea.finalize import parent_branch
-
-        base = await asyncio.to_thread(parent_branch, root_row) if shared is None else None
-        view = await self._create(
-            project, harness, task, base, mode == "new-worktree", parent=root, name=name,
-            alias=alias, workspace=shared, model=model,
-        )  # fmt: skip
-        result: dict[str, Any] = {
-            "apiVersion": API_VERSION,
-            "parentSessionId": root,
-            "childAlias": alias,
-            "sessionId": view["id"],
-            "childSessionId": view["id"],
-            "name": view["name"],
-            "displayName": view["name"],
-            "workspace": view["workspace"],
-            "workspaceMode": mode,
-            "status": view["status"],
-            "initialStatus": view["status"],
-            "session": view,
-        }
-        if initial is not None:
+    ) -> ChildCreated:
+        try:
+            root_row = self.state.rows.get(root)
+            assert root_row is not None
+            same = request.workspace == "same-project"
+            # A worktree child forks from, and integrates into, its parent's branch: the root's
+            # own managed worktree's branch, or the branch checked out where the root works.
+            # Never the project's base branch when the parent works on another (contract:
+            # spawnea_preflight_integration's parentBranch).
+            base = None if same else await asyncio.to_thread(self.finalizer.parent_branch, root_row)
+            key = await self._create(
+                project, harness, request.task, base, not same, parent=root, name=request.name,
+                alias=alias, workspace=root_row.workspace if same else None, model=request.model,
+            )  # fmt: skip
+        finally:
+            self._reserved.get(root, set()).discard(alias)
+            self.state.lifecycle.end_creation(root)
+        view = self.views.session(key)
+        initial = None
+        if request.initial_prompt is not None:
             try:
-                sent = await self._deliver(view["id"], initial)
-                result.update(
-                    promptStatus=sent["status"],
-                    turnId=sent["turnId"],
-                    promptDelivered=sent["delivered"],
+                sent = await self.prompting.deliver(key, request.initial_prompt)
+                initial = InitialPrompt(
+                    status=sent.status, turn_id=sent.turn_id, delivered=sent.delivered
                 )
             except BatonError as exc:
-                result.update(
-                    promptStatus="failed",
-                    turnId=None,
-                    promptError={"code": exc.code, "message": exc.message},
-                )
-        return result
+                error = PromptError(code=exc.code, message=exc.message)
+                initial = InitialPrompt(status="failed", turn_id=None, error=error)
+        return ChildCreated(
+            parent_session_id=root,
+            child_alias=alias,
+            session_id=key,
+            name=view.name,
+            workspace=view.workspace,
+            workspace_mode=request.workspace,
+            status=view.status,
+            session=view,
+            initial=initial,
+            replayed=False,
+        )
 
     def _alias(self, root: str, name: str) -> str:
-        base = _ALIAS.sub("-", name.lower()).strip("-")[:40] or "child"
-        taken = {c["alias"] for c in self.rows.children(root)}
+        """A child alias made from ``name``, unique among the root's children (``-2``, ...),
+        reserved until the child's row is committed or its creation failed."""
+        base = _ALIAS.sub("-", name.lower()).strip("-")[:ALIAS_MAX] or "child"
+        reserved = self._reserved.setdefault(root, set())
+        taken = {c.alias for c in self.state.rows.children(root)} | reserved
         alias, n = base, 2
         while alias in taken:
             alias, n = f"{base}-{n}", n + 1
+        reserved.add(alias)
         return alias

@@ -29,13 +29,19 @@ finalizable until a finalization completes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-import subprocess
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from baton.engine.spawnea.catalog import API_VERSION
+from baton.config import SpawneaProject
+from baton.engine.spawnea.records import FinalizationView, Preflight, WorktreeInspection
+from baton.engine.spawnea.requests import GetFinalization, RequestFinalization, WorktreeRef
 from baton.engine.spawnea.scope import Scope
+from baton.engine.spawnea.scopes import Scopes
+from baton.engine.spawnea.sessions_store import ManagedWorktree, SpawneaRow
+from baton.engine.spawnea.state import SpawneaState
 from baton.errors import BatonError
 from baton.git import (
     FinalizationRequest,
@@ -49,33 +55,34 @@ from baton.git import (
     request_view,
 )
 from baton.git.close import close_worktree
-from baton.git.repo import worktree_list
+from baton.git.repo import head_symref, resolve_commit, worktree_list
 from baton.harnesses.tmux import check_attachment
 from baton.paths import managed_worktrees
 from baton.store.finalizations import FinalizationTables
+from baton.text import slugify
 
-if TYPE_CHECKING:
-    from baton.engine.spawnea.base import ServiceBase
+log = logging.getLogger(__name__)
 
 
 class Finalizer:
     """Worktree operations of one Spawnea service, on their own SQLite connection (git work runs
     in threads; WAL lets it write beside the engine's connection)."""
 
-    def __init__(self, service: ServiceBase) -> None:
-        self.service = service
+    def __init__(self, state: SpawneaState, scopes: Scopes) -> None:
+        self.state = state
+        self.scopes = scopes
         self.git = Git()
-        self.store = FinalizationTables.beside(service.engine.store)
+        self.store = FinalizationTables.beside(state.engine.store)
         self.requests = Finalizations(self.store, self.git)
 
     # -- worktrees ---------------------------------------------------------------------------
 
-    def make(self, session_key: str, project: Any, base: str | None, name: str) -> dict[str, Any]:
-        """Create the managed worktree of a new session (blocking). Returns its view."""
-        from baton.text import slugify
-
-        base_branch = base or project.baseBranch or _current_branch(project.path)
-        root = worktrees_root(self.service.config.stateDirectory)
+    def make(
+        self, session_key: str, project: SpawneaProject, base: str | None, name: str
+    ) -> ManagedWorktree:
+        """Create the managed worktree of a new session (blocking)."""
+        base_branch = base or project.baseBranch or self.current_branch(project.path)
+        root = worktrees_root(self.state.config.stateDirectory)
         branch = f"baton/{slugify(name, 32)}-{session_key[4:12]}"
         try:
             record = create_worktree(
@@ -89,12 +96,9 @@ class Finalizer:
             )
         except WorktreeError as exc:
             raise BatonError("operation_failed", f"the worktree could not be made: {exc}") from exc
-        return {
-            "managed": True,
-            "path": record.path,
-            "branch": record.branch,
-            "baseBranch": record.base_branch,
-        }
+        return ManagedWorktree(
+            path=record.path, branch=record.branch, base_branch=record.base_branch
+        )
 
     def remove_new(self, session_key: str) -> None:
         """Remove a worktree made for a session whose start failed (clean, never used)."""
@@ -102,81 +106,104 @@ class Finalizer:
         if record is not None:
             close_worktree(self.git, record, dirty_changes="stash")
 
-    def _record(self, scope: Scope, session_id: object) -> Any:
-        session = self.service._in_scope(scope, session_id)
+    def current_branch(
+        self, path: str, *, what: str = "the project's checkout; give baseBranch"
+    ) -> str:
+        """Blocking: the branch checked out at ``path``, read through the hardened runner (no
+        user hooks, no ``GIT_DIR`` from the environment). Raises ``invalid_argument`` on a
+        detached HEAD (or where git finds no repository)."""
+        try:
+            ref = head_symref(self.git, path)
+        except WorktreeError:
+            ref = None
+        if ref is None or not ref.startswith("refs/heads/"):
+            raise BatonError(
+                "invalid_argument", f"{path} is on no branch (a detached HEAD): {what}"
+            )
+        return ref[len("refs/heads/") :]
+
+    def parent_branch(self, parent: SpawneaRow) -> str:
+        """Blocking: the branch a new-worktree child of ``parent`` forks from and integrates
+        into: the parent's own managed worktree's branch, else the branch checked out where it
+        works. Raises ``invalid_argument`` on a detached HEAD."""
+        worktree = parent.settings.worktree
+        if worktree is not None and worktree.branch:
+            return worktree.branch
+        return self.current_branch(
+            parent.workspace, what="a new-worktree child forks from its parent's branch"
+        )
+
+    def _record(self, scope: Scope, session_id: str) -> Any:
+        session = self.scopes.target(scope, session_id)
         record = self.store.load_worktree(session)
         if record is None:
             raise BatonError("invalid_argument", "this session has no managed worktree")
         return session, record
 
-    async def inspect(self, scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
+    async def inspect(self, scope: Scope, request: WorktreeRef) -> WorktreeInspection:
         """``spawnea_inspect_worktree``: read-only identity checks and working state."""
-        session, record = self._record(scope, args.get("sessionId"))
+        session, record = self._record(scope, request.session_id)
         inspection = await asyncio.to_thread(inspect_worktree, self.git, record)
-        return {"apiVersion": API_VERSION, "sessionId": session, "inspection": inspection.to_json()}
+        return WorktreeInspection(session_id=session, inspection=inspection.to_json())
 
-    async def preflight(self, scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
+    async def preflight(self, scope: Scope, request: WorktreeRef) -> Preflight:
         """``spawnea_preflight_integration``: would the child's branch merge cleanly?"""
-        session, record = self._record(scope, args.get("sessionId"))
+        session, record = self._record(scope, request.session_id)
         if session == scope.root:
             raise BatonError("invalid_argument", "preflight applies to a child's worktree")
         try:
             report = await asyncio.to_thread(preflight, self.git, record)
         except WorktreeError as exc:
             raise BatonError("operation_failed", str(exc)) from exc
-        return {"apiVersion": API_VERSION, "sessionId": session, **report.to_json()}
+        return Preflight(session_id=session, body=report.to_json())
 
     # -- finalization requests -----------------------------------------------------------------
 
-    async def request(self, scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, scope: Scope, args: RequestFinalization) -> FinalizationView:
         """``spawnea_request_finalization`` (see the module docstring for who decides).
 
         Refused: the root's own worktree (``invalid_argument``: finalization is for children;
         the operator finalizes a root); another live session in the worktree, and an integrate
         whose parent branch is checked out outside the project's primary checkout
         (``conflict``). A child whose agent has exited is finalizable like a running one."""
-        session, record = self._record(scope, args.get("sessionId"))
+        session, record = self._record(scope, args.session_id)
         if session == scope.root:
             raise BatonError(
                 "invalid_argument",
                 "finalization is for children: a root's own worktree is finalized by the "
                 "operator (baton approvals finalize)",
             )
-        request_id = args.get("clientRequestId")
-        if not isinstance(request_id, str) or not 1 <= len(request_id) <= 120:
-            raise BatonError("invalid_argument", "clientRequestId must be 1-120 characters")
         self.refuse_shared(session)
-        if args.get("action") == "integrate":
+        if args.action == "integrate":
             problem = await asyncio.to_thread(_parent_elsewhere, self.git, record)
             if problem is not None:
                 raise BatonError("conflict", problem)
         try:
             request, replayed = await asyncio.to_thread(
                 self.requests.request,
-                client_request_id=f"{scope.root}:{request_id}",
+                client_request_id=f"{scope.root}:{args.client_request_id}",
                 session_key=session,
                 root_session_key=str(scope.root),
-                action=str(args.get("action")),
-                dirty_changes=args.get("dirtyChanges"),
-                confirmation=args.get("confirmation"),
+                action=args.action,
+                dirty_changes=args.dirty_changes,
+                confirmation=args.confirmation,
             )
         except WorktreeError as exc:
             raise _mapped(exc) from exc
         if request.status == "approved" and not replayed:  # mcp-validated close: at once
             request = await self.execute(request.request_id)
-        return {"apiVersion": API_VERSION, "replayed": replayed, **await self.view(request)}
+        return FinalizationView(body=await self.view(request), replayed=replayed)
 
-    async def get(self, scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
+    async def get(self, scope: Scope, args: GetFinalization) -> FinalizationView:
         """``spawnea_get_finalization_request``: the truthful status of a request."""
-        root = self.service._active_root(scope)
-        request_id = args.get("requestId")
+        root = self.scopes.active_root(scope)
         try:
-            request = self.requests.get(str(request_id))
+            request = self.requests.get(args.request_id)
         except WorktreeError as exc:
             raise BatonError("not_found", "no such finalization request") from exc
         if request.root_session_key != root:
             raise BatonError("not_found", "no such finalization request")
-        return {"apiVersion": API_VERSION, **await self.view(request)}
+        return FinalizationView(body=await self.view(request))
 
     async def view(self, request: FinalizationRequest) -> dict[str, Any]:
         """A request's view for its root: ``clientRequestId`` as the caller sent it (the store
@@ -194,8 +221,6 @@ class Finalizer:
         the journaled steps (a retry does both again). Completed: the session is ``closed``
         and, for a root, its worktree children are promoted to roots. Failed: the session
         stays ``exited`` (listed, finalizable again) with why."""
-        from baton.engine.spawnea.removal import promote_children
-
         request = self.requests.get(request_id)
         key = request.session_key
         loop = asyncio.get_running_loop()
@@ -206,16 +231,17 @@ class Finalizer:
             )
 
         final = await asyncio.to_thread(self.requests.execute, request_id, hooks=Hooks(stop))
-        row = self.service.rows.get(key)
+        rows = self.state.rows
+        row = rows.get(key)
         if final.status == "completed":
-            self.service.rows.set_status(key, "closed")
-            if row is not None and row["parent"] is None:
-                await promote_children(self.service, key)
-        elif row is not None and row["status"] == "exited":
-            ended = row["settings"].get("ended") or {}
-            if ended.get("reason") == "stopped_for_finalization":
+            rows.set_status(key, "closed")
+            if row is not None and row.parent is None:
+                await self._promote_children(key)
+        elif row is not None and row.status == "exited":
+            ended = row.settings.ended
+            if ended is not None and ended.reason == "stopped_for_finalization":
                 error = final.error or {}
-                self.service.rows.set_ended(
+                rows.set_ended(
                     key,
                     "stopped_for_finalization",
                     f"Baton stopped the agent for finalization {request_id}, which failed"
@@ -229,9 +255,9 @@ class Finalizer:
         the worktree, stop the agent, then check its pane gone. Raises (failing the step before
         any git change) if the check fails or cannot tell."""
         self.refuse_shared(session)
-        hosted = self.service.hosted.get(session)
+        hosted = self.state.hosted.get(session)
         if hosted is not None and hosted.status not in ("closed", "exited"):
-            self.service.ending[session] = (
+            self.state.ending[session] = (
                 "stopped_for_finalization",
                 f"Baton stopped the agent for finalization {request_id}",
             )
@@ -239,7 +265,9 @@ class Finalizer:
         attach = (
             hosted.agent.attachment if hosted is not None and hosted.agent is not None else None
         )
-        attach = attach or (self.service.rows.get(session) or {}).get("attach")
+        if not attach:
+            row = self.state.rows.get(session)
+            attach = row.attach if row is not None else None
         if attach:
             seen = await check_attachment(attach)
             if seen.alive:
@@ -250,8 +278,9 @@ class Finalizer:
 
     def refuse_shared(self, session: str) -> None:
         """Another live session working in the same worktree blocks finalization (contract)."""
-        workspace = os.path.realpath(str((self.service.rows.get(session) or {}).get("workspace")))
-        for key, hosted in self.service.hosted.items():
+        row = self.state.rows.get(session)
+        workspace = os.path.realpath(row.workspace if row is not None else "")
+        for key, hosted in self.state.hosted.items():
             if key == session or hosted.status in ("closed", "exited"):
                 continue
             if os.path.realpath(hosted.spec.workspace) == workspace:
@@ -259,6 +288,35 @@ class Finalizer:
                     "conflict",
                     f"session {key} also works in this worktree; close it before finalizing",
                 )
+
+    async def _promote_children(self, root: str) -> None:
+        """After ``root``'s finalization completed: every child in a worktree of its own (not
+        closed) becomes a root (``spawnea-control-api.md``: "children with independent
+        worktrees remain running and are promoted to roots"); one whose parent branch went
+        away with the root now targets the root's parent branch."""
+        rows = self.state.rows
+        parent_record = self.store.load_worktree(root)
+        for child in rows.children(root):
+            if child.settings.workspace_mode != "new-worktree":
+                continue
+            key = child.session_key
+            rows.promote(key)
+            record = self.store.load_worktree(key)
+            if record is not None and parent_record is not None:
+                gone = await asyncio.to_thread(
+                    resolve_commit, self.git, record.common_dir, record.base_ref
+                )
+                if gone is None and record.base_branch == parent_record.branch:
+                    self.store.save_worktree(replace(record, base_branch=parent_record.base_branch))
+                    worktree = child.settings.worktree
+                    if worktree is not None:
+                        moved = worktree.model_copy(
+                            update={"base_branch": parent_record.base_branch}
+                        )
+                        rows.update(
+                            key, settings=child.settings.model_copy(update={"worktree": moved})
+                        )
+            log.info("spawnea: %s promoted to a root after %s was finalized", key, root)
 
 
 def _parent_elsewhere(git: Git, record: Any) -> str | None:
@@ -290,42 +348,8 @@ def _mapped(exc: WorktreeError) -> BatonError:
     return BatonError(mapped.get(code, "operation_failed"), str(exc))  # type: ignore[arg-type]
 
 
-def _current_branch(path: str, *, what: str = "the project's checkout; give baseBranch") -> str:
-    done = subprocess.run(
-        ["git", "-C", path, "symbolic-ref", "--short", "HEAD"], capture_output=True, text=True
-    )
-    branch = done.stdout.strip()
-    if done.returncode != 0 or not branch:
-        raise BatonError("invalid_argument", f"{path} is on no branch (a detached HEAD): {what}")
-    return branch
-
-
-def parent_branch(parent: Any) -> str:
-    """Blocking: the branch a new-worktree child of the session row ``parent`` forks from and
-    integrates into: the parent's own managed worktree's branch, else the branch checked out
-    where it works. Raises ``BatonError`` (``invalid_argument``) on a detached HEAD."""
-    worktree = parent["settings"].get("worktree") or {}
-    if worktree.get("branch"):
-        return str(worktree["branch"])
-    return _current_branch(
-        str(parent["workspace"]), what="a new-worktree child forks from its parent's branch"
-    )
-
-
 def worktrees_root(state_directory: str) -> Path:
     """Where Baton makes the managed worktrees of Spawnea sessions: ``<stateDirectory>/worktrees``
     (outside the approved roots: Baton made them, from an approved project); canonical, as
     :func:`~baton.engine.workspaces.approve_workspace` compares canonical paths."""
     return Path(managed_worktrees(state_directory))
-
-
-def make_worktree(
-    service: ServiceBase, session_key: str, project: Any, base: str | None, name: str
-) -> dict[str, Any]:
-    """Blocking: the new session's managed worktree (see :meth:`Finalizer.make`)."""
-    return service.finalizer.make(session_key, project, base, name)
-
-
-def remove_new_worktree(service: ServiceBase, session_key: str) -> None:
-    """Blocking: undo :func:`make_worktree` after a failed start."""
-    service.finalizer.remove_new(session_key)

@@ -19,13 +19,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Literal
 
-from baton.engine.spawnea.catalog import API_VERSION
 from baton.engine.spawnea.hosted import HostedSession
+from baton.engine.spawnea.records import Extraction, TurnOutput
 from baton.engine.spawnea.turns import CHECK_BYTES, CompactPosition, SpawneaTurn, compact_check
 from baton.paging import page_utf8
 from baton.session.terminal import CompactOutput
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page:
+    """One read of a turn: what it returns, and where the next cursor goes (``next_offset``, a
+    raw-log offset; ``compact``, the place in the compact answer, or None)."""
+
+    answer: TurnOutput
+    next_offset: int
+    compact: CompactPosition | None
+
+    def output(self, cursor: str) -> TurnOutput:
+        """The answer, carrying the encoded next ``cursor``."""
+        return replace(self.answer, cursor=cursor)
 
 
 async def extracted(hosted: HostedSession | None, turn: SpawneaTurn) -> CompactOutput | None:
@@ -46,56 +61,59 @@ def turn_output(
     expired: bool,
     compact: CompactOutput | None = None,
     place: CompactPosition | None = None,
-) -> dict[str, Any]:
-    """The answer of one read; the caller encodes the next cursor from ``_next`` (its raw
-    offset) and ``_compact`` (its compact place, or None). ``offset`` is the cursor's raw offset,
-    ``place`` its compact place, ``compact`` :func:`extracted` of the turn (``compact`` mode)."""
-    answer: dict[str, Any] = {
-        "apiVersion": API_VERSION,
-        "turnId": turn.turn_id,
-        "sessionId": turn.session_key,
-        "status": turn.status,
-        "version": turn.version,
-        "cursorExpired": expired,
-        "truncated": False,
-    }
-    if turn.completion_basis is not None:
-        answer["completionBasis"] = turn.completion_basis
-    if turn.reason is not None and turn.ended:
-        answer["reason"] = turn.reason
+) -> Page:
+    """One read: ``offset`` is the cursor's raw offset, ``place`` its compact place, ``compact``
+    :func:`extracted` of the turn (``compact`` mode). The answer's ``cursor`` is left empty for
+    the caller to encode from the page."""
+    answer = TurnOutput(
+        turn_id=turn.turn_id,
+        session_id=turn.session_key,
+        status=turn.status,
+        version=turn.version,
+        cursor_expired=expired,
+        truncated=False,
+        output="",
+        cursor="",
+        completion_basis=turn.completion_basis,
+        reason=turn.reason if turn.ended else None,
+    )
     agent = hosted.agent if hosted is not None else None
     end = turn.raw_end if turn.raw_end is not None else (agent.raw_log_size if agent else offset)
     if mode == "raw":
-        answer["_compact"] = place
         if agent is None:
-            answer.update(output="", _next=offset)
-            return answer
+            return Page(answer=answer, next_offset=offset, compact=place)
         raw = agent.read_raw(offset, min(max_bytes, max(end - offset, 0)) or 1)
         text = raw.text if raw.start < end else ""
-        answer.update(
-            output=text,
-            truncated=raw.end < end,
-            cursorExpired=expired or raw.expired,
-            _next=min(raw.end, end) if text else max(offset, raw.start),
+        return Page(
+            answer=replace(
+                answer,
+                output=text,
+                truncated=raw.end < end,
+                cursor_expired=expired or raw.expired,
+            ),
+            next_offset=min(raw.end, end) if text else max(offset, raw.start),
+            compact=place,
         )
-        return answer
     compact_text, omitted = _compact(compact, turn)
     data = compact_text.encode("utf-8", "surrogatepass")
     start = _continued_at(data, omitted, place)
     page = page_utf8(compact_text, max(start, 0), max_bytes)
     stop = page.next_offset if page.next_offset is not None else page.total_bytes
-    answer.update(
-        output=page.text,
-        truncated=page.next_offset is not None,
-        cursorExpired=expired or start < 0,
-        omitted=omitted,
-        extraction={
-            "source": "agent_record" if turn.completion_basis == "agent_record" else "screen"
-        },
-        _next=end,
-        _compact=CompactPosition(omitted + stop, compact_check(data[:stop])),
+    source: Literal["agent_record", "screen"] = (
+        "agent_record" if turn.completion_basis == "agent_record" else "screen"
     )
-    return answer
+    return Page(
+        answer=replace(
+            answer,
+            output=page.text,
+            truncated=page.next_offset is not None,
+            cursor_expired=expired or start < 0,
+            omitted=omitted,
+            extraction=Extraction(source=source),
+        ),
+        next_offset=end,
+        compact=CompactPosition(omitted + stop, compact_check(data[:stop])),
+    )
 
 
 def _continued_at(data: bytes, omitted: int, place: CompactPosition | None) -> int:

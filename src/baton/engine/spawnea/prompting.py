@@ -1,61 +1,81 @@
-"""Spawnea prompts and turns: delivery into a pane (an answer on ``needs_input`` continues the
-same turn), exact retries that never type twice, and versioned long-poll reads
-(``spawnea-control-api.md``: ``spawnea_send_prompt``, ``spawnea_get_turn``)."""
+"""Spawnea prompts: delivery into a session's pane, where an answer on ``needs_input`` continues
+the same turn, and exact retries that never type twice (``spawnea-control-api.md``,
+``spawnea_send_prompt``).
+
+An exact ``clientRequestId`` retry shares the first attempt through the engine's idempotency
+keys (:meth:`~baton.engine.keys.IntentKeys.shared`): one that arrives while the first is still
+typing waits for it and gets its result, so two concurrent retries type once; a failed attempt
+is forgotten and may be retried.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
-from collections.abc import Mapping
-from typing import Any
 
 from baton.engine.intents import fingerprint
-from baton.engine.spawnea.base import (
-    BYTES_MAX,
-    PROMPT_MAX,
-    WAIT_MAX_MS,
-    ServiceBase,
-    _int,
-    _request_id,
-    _required,
-)
-from baton.engine.spawnea.catalog import API_VERSION
-from baton.engine.spawnea.output import extracted, turn_output
+from baton.engine.keys import IntentKey
+from baton.engine.spawnea.records import PromptSent
+from baton.engine.spawnea.requests import SendPrompt
 from baton.engine.spawnea.scope import Scope
-from baton.engine.spawnea.turns import Cursor, SpawneaTurn
+from baton.engine.spawnea.scopes import Scopes
+from baton.engine.spawnea.state import SpawneaState
+from baton.engine.spawnea.turns import SpawneaTurn
 from baton.errors import BatonError
 from baton.session.errors import AnswerRefused
 
+#: How long a prompt waits for its Enter to be confirmed before answering (seconds).
+DELIVERY_WAIT_S = 30.0
 
-class Prompting(ServiceBase):
-    """Prompts and turns."""
 
-    async def send_prompt(self, scope: Scope, args: Mapping[str, Any]) -> dict[str, Any]:
-        """``spawnea_send_prompt``: deliver a prompt (or, on ``needs_input``, an answer on the same
-        turn) into a session's pane; exact ``clientRequestId`` retries never type twice."""
-        target = self._in_scope(scope, args.get("target"), for_prompt=True)
-        parent = args.get("parentSession")
-        if parent is not None and parent != scope.root:
+class Prompting:
+    """``spawnea_send_prompt`` (see the module docstring)."""
+
+    def __init__(self, state: SpawneaState, scopes: Scopes) -> None:
+        self.state = state
+        self.scopes = scopes
+        self.keys = state.engine.keys
+
+    async def send_prompt(self, scope: Scope, request: SendPrompt) -> PromptSent:
+        """Deliver a prompt (or, on ``needs_input``, an answer on the same turn) into a session's
+        pane.
+
+        Raises
+        ------
+        BatonError
+            ``forbidden``/``not_found`` (outside the scope), ``conflict`` (a turn works, the
+            session is blocked or its agent ended; ``idempotency_conflict`` for a used
+            ``clientRequestId``), ``invalid_argument`` (an answer naming no option of the
+            dialog), ``operation_failed`` (not ready in time, the pane is gone).
+        """
+        target = self.scopes.target(scope, request.target, for_prompt=True)
+        if request.parent_session is not None and request.parent_session != scope.root:
             raise BatonError("forbidden", "parentSession does not match this connection's root")
-        prompt = _required(args, "prompt", PROMPT_MAX)
-        request_id = _request_id(args, required=False)
-        print_ = fingerprint({"op": "prompt", "target": target, "prompt": prompt})
-        if request_id:
-            done = self._prompts.get((target, request_id))
-            if done is not None:
-                if done[0] != print_:
-                    raise BatonError("conflict", "clientRequestId was used for a different prompt")
-                return {**done[1], "replayed": True}
-        result = await self._deliver(target, prompt)
-        if request_id:
-            self._prompts[(target, request_id)] = (print_, result)
-        return result
+        if not request.client_request_id:
+            return await self.deliver(target, request.prompt)
+        print_ = fingerprint({"op": "prompt", "target": target, "prompt": request.prompt})
+        key = IntentKey(f"spawnea:{target}:prompt", request.client_request_id)
+        shared = await self.keys.shared(
+            key, print_, lambda: self.deliver(target, request.prompt), name="clientRequestId"
+        )
+        return dataclasses.replace(shared.value, replayed=shared.replayed)
 
-    async def _deliver(self, session_key: str, prompt: str) -> dict[str, Any]:
-        hosted = self.hosted.get(session_key)
+    async def deliver(self, session_key: str, prompt: str) -> PromptSent:
+        """Type ``prompt`` into the session's pane: a new turn when it is idle, an answer on the
+        same turn while it needs input.
+
+        Raises
+        ------
+        BatonError
+            As :meth:`send_prompt`.
+        """
+        state = self.state
+        hosted = state.hosted.get(session_key)
         if hosted is None or hosted.status in ("exited", "closed"):
-            ended = ((self.rows.get(session_key) or {}).get("settings") or {}).get("ended") or {}
-            why = f" ({ended['message']})" if ended.get("message") else ""
+            row = state.rows.get(session_key)
+            ended = row.settings.ended if row is not None else None
+            why = f" ({ended.message})" if ended is not None and ended.message else ""
             raise BatonError(
                 "conflict",
                 f"the session's agent is no longer running{why}; it takes no prompts, but its "
@@ -64,7 +84,7 @@ class Prompting(ServiceBase):
         if hosted.status == "starting":
             try:
                 await asyncio.wait_for(
-                    hosted.ready.wait(), self.config.spawnea.startupWaitMs / 1000
+                    hosted.ready.wait(), state.config.spawnea.startupWaitMs / 1000
                 )
             except TimeoutError:
                 raise BatonError(
@@ -76,7 +96,7 @@ class Prompting(ServiceBase):
                 "a previous prompt's delivery could not be confirmed; the session is blocked until "
                 "an operator checks its pane (do not resend the prompt)",
             )
-        turn = self.turns.current(session_key)
+        turn = state.turns.current(session_key)
         if hosted.status == "needs_input" and turn is not None and not turn.ended:
             try:
                 result = await hosted.answer(turn, prompt)
@@ -87,9 +107,9 @@ class Prompting(ServiceBase):
             if not result.taken:
                 # Not an unknown delivery: the dialog is on the screen, unchanged, so the turn
                 # stays needs_input and a corrected answer may follow.
-                return {**self._prompt_result(turn, result.message), "delivered": False}
+                return dataclasses.replace(_sent(turn, result.message), delivered=False)
             picked = f" (picked {result.choice!r})" if result.choice else ""
-            return self._prompt_result(turn, f"answer delivered on the same turn{picked}")
+            return _sent(turn, f"answer delivered on the same turn{picked}")
         if hosted.status != "idle":
             raise BatonError("conflict", f"a turn is {hosted.status} in this session; wait for it")
         agent = hosted.agent
@@ -97,59 +117,24 @@ class Prompting(ServiceBase):
         turn = SpawneaTurn(
             turn_id=str(uuid.uuid4()), session_key=session_key, raw_start=agent.raw_log_size
         )
-        self.turns.add(turn)
-        await hosted.submit(turn, prompt, wait_s=30.0)
+        state.turns.add(turn)
+        await hosted.submit(turn, prompt, wait_s=DELIVERY_WAIT_S)
         message = (
             "delivered; follow the turn with spawnea_get_turn"
             if turn.delivered
             else "the text was typed but Enter could not be confirmed; do not resend it: the "
             "session is blocked until an operator checks its pane"
         )
-        return self._prompt_result(turn, message)
+        return _sent(turn, message)
 
-    def _prompt_result(self, turn: SpawneaTurn, message: str) -> dict[str, Any]:
-        return {
-            "apiVersion": API_VERSION,
-            "sessionId": turn.session_key,
-            "turnId": turn.turn_id,
-            "version": turn.version,
-            "status": turn.status,
-            "delivered": bool(turn.delivered),
-            "deliveryMethod": "tmux",
-            "acceptedAt": turn.accepted_at,
-            "replayed": False,
-            "message": message,
-        }
 
-    async def get_turn(self, scope: Scope, args: Mapping[str, Any]) -> dict[str, Any]:
-        """``spawnea_get_turn``: output after a cursor, waiting up to ``waitMs`` for a change."""
-        turn_id = args.get("turnId")
-        turn = self.turns.by_id.get(turn_id) if isinstance(turn_id, str) else None
-        if turn is None:
-            raise BatonError("not_found", "unknown turn (turns do not survive a daemon restart)")
-        session = self._turn_owner(scope, turn.session_key)
-        if session == scope.root and not scope.may_prompt_root():
-            raise BatonError("forbidden", "this connection reads the turns of its children only")
-        wait_ms = _int(args, "waitMs", 0, 0, WAIT_MAX_MS)
-        after = _int(args, "afterVersion", 0, 0, 1 << 31)
-        max_bytes = _int(args, "maxBytes", 32_768, 1, BYTES_MAX)
-        mode = args.get("outputMode", "compact")
-        if mode not in ("compact", "raw"):
-            raise BatonError("invalid_argument", "outputMode must be compact or raw")
-        if wait_ms and turn.version <= after:
-            await turn.wait_newer(after, wait_ms / 1000)
-        offset, place, expired = turn.raw_start, None, False
-        cursor_text = args.get("cursor")
-        if isinstance(cursor_text, str) and cursor_text:
-            cursor = Cursor.decode(cursor_text)
-            if cursor is None or cursor.epoch != self.turns.epoch or cursor.turn_id != turn.turn_id:
-                expired = True
-            else:
-                offset, place = cursor.raw_offset, cursor.compact
-        hosted = self.hosted.get(turn.session_key)
-        compact = await extracted(hosted, turn) if mode == "compact" else None
-        answer = turn_output(hosted, turn, mode, offset, max_bytes, expired, compact, place)
-        answer["cursor"] = Cursor(
-            self.turns.epoch, turn.turn_id, answer.pop("_next"), answer.pop("_compact")
-        ).encode()
-        return answer
+def _sent(turn: SpawneaTurn, message: str) -> PromptSent:
+    return PromptSent(
+        session_id=turn.session_key,
+        turn_id=turn.turn_id,
+        version=turn.version,
+        status=turn.status,
+        delivered=bool(turn.delivered),
+        accepted_at=turn.accepted_at,
+        message=message,
+    )

@@ -14,26 +14,20 @@ as the contract's renderer could. The rules (``spawnea-control-api.md``,
   roots": each has no parent from then on, so a connection with its identity
   (``SPAWNEA_SESSION_ID``, which its own agent has) is scoped to it. A promoted child whose
   parent branch was merged away (deleted after its integration) now integrates into what the
-  root integrated into.
+  root integrated into (the finalizer promotes them as the finalization completes, whoever ran
+  it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
-from baton.engine.spawnea.catalog import API_VERSION
+from baton.engine.spawnea.finalize import Finalizer
+from baton.engine.spawnea.records import FinalizationView
+from baton.engine.spawnea.state import SpawneaState
 from baton.errors import BatonError
 from baton.git import WorktreeError
-from baton.git.repo import resolve_commit
-
-if TYPE_CHECKING:
-    from baton.engine.spawnea.base import ServiceBase
-
-log = logging.getLogger(__name__)
 
 #: The operator's actions: ``(action, dirtyChanges)``.
 OPERATOR_ACTIONS = {
@@ -43,70 +37,50 @@ OPERATOR_ACTIONS = {
 }
 
 
-async def finalize_root(service: ServiceBase, session_key: str, how: str) -> dict[str, Any]:
-    """The operator finalizes a root's managed worktree (``how``: ``integrate``, ``stash`` or
-    ``discard``) and so removes the root; the request's final view.
+class Removal:
+    """The operator's removal of a root (see the module docstring)."""
 
-    Raises
-    ------
-    BatonError
-        ``invalid_argument`` (an unknown ``how``, not a Spawnea root, no managed worktree),
-        ``conflict`` (the lifecycle guard, another session in the worktree, an active
-        request), ``operation_failed`` (shutdown during the wait).
-    """
-    if how not in OPERATOR_ACTIONS:
-        raise BatonError("invalid_argument", f"how must be one of {sorted(OPERATOR_ACTIONS)}")
-    row = service.rows.get(session_key)
-    if row is None or row["parent"] is not None or row["status"] == "closed":
-        raise BatonError("invalid_argument", f"{session_key} is not an open Spawnea root session")
-    finalizer = service.finalizer
-    if finalizer.store.load_worktree(session_key) is None:
-        raise BatonError("invalid_argument", "this root works in no managed worktree")
-    action, dirty = OPERATOR_ACTIONS[how]
-    async with service.lifecycle.removal(session_key):
-        finalizer.refuse_shared(session_key)
-        try:
-            request, _ = await asyncio.to_thread(
-                finalizer.requests.request,
-                client_request_id=f"operator:{uuid.uuid4()}",
-                session_key=session_key,
-                root_session_key=session_key,
-                action=action,
-                dirty_changes=dirty,
+    def __init__(self, state: SpawneaState, finalizer: Finalizer) -> None:
+        self.state = state
+        self.finalizer = finalizer
+
+    async def finalize_root(self, session_key: str, how: str) -> FinalizationView:
+        """The operator finalizes a root's managed worktree (``how``: ``integrate``, ``stash``
+        or ``discard``) and so removes the root; the request's final view.
+
+        Raises
+        ------
+        BatonError
+            ``invalid_argument`` (an unknown ``how``, not a Spawnea root, no managed worktree),
+            ``conflict`` (the lifecycle guard, another session in the worktree, an active
+            request), ``operation_failed`` (shutdown during the wait).
+        """
+        if how not in OPERATOR_ACTIONS:
+            raise BatonError("invalid_argument", f"how must be one of {sorted(OPERATOR_ACTIONS)}")
+        row = self.state.rows.get(session_key)
+        if row is None or row.parent is not None or row.status == "closed":
+            raise BatonError(
+                "invalid_argument", f"{session_key} is not an open Spawnea root session"
             )
-            # The operator asking is the operator approving (a discard's confirmation too).
-            await asyncio.to_thread(finalizer.requests.approve, request.request_id)
-        except WorktreeError as exc:
-            code = {"conflict": "conflict", "not_found": "not_found"}.get(exc.code)
-            raise BatonError(code or "invalid_argument", exc.message) from exc  # type: ignore[arg-type]
-        final = await finalizer.execute(request.request_id)
-    return {"apiVersion": API_VERSION, **await finalizer.view(final)}
-
-
-async def promote_children(service: ServiceBase, root: str) -> None:
-    """After ``root``'s finalization completed: every child in a worktree of its own (not
-    closed) becomes a root; one whose parent branch is gone now targets the root's parent
-    branch."""
-    finalizer = service.finalizer
-    parent_record = finalizer.store.load_worktree(root)
-    for child in service.rows.children(root):
-        if child["settings"].get("workspaceMode") != "new-worktree":
-            continue
-        key = child["session_key"]
-        service.rows.promote(key)
-        record = finalizer.store.load_worktree(key)
-        if record is not None and parent_record is not None:
-            gone = await asyncio.to_thread(
-                resolve_commit, finalizer.git, record.common_dir, record.base_ref
-            )
-            if gone is None and record.base_branch == parent_record.branch:
-                finalizer.store.save_worktree(
-                    replace(record, base_branch=parent_record.base_branch)
+        finalizer = self.finalizer
+        if finalizer.store.load_worktree(session_key) is None:
+            raise BatonError("invalid_argument", "this root works in no managed worktree")
+        action, dirty = OPERATOR_ACTIONS[how]
+        async with self.state.lifecycle.removal(session_key):
+            finalizer.refuse_shared(session_key)
+            try:
+                request, _ = await asyncio.to_thread(
+                    finalizer.requests.request,
+                    client_request_id=f"operator:{uuid.uuid4()}",
+                    session_key=session_key,
+                    root_session_key=session_key,
+                    action=action,
+                    dirty_changes=dirty,
                 )
-                settings = dict(child["settings"])
-                settings["worktree"] = {
-                    **(settings.get("worktree") or {}),
-                    "baseBranch": parent_record.base_branch,
-                }
-                service.rows.update(key, settings=settings)
-        log.info("spawnea: %s promoted to a root after %s was finalized", key, root)
+                # The operator asking is the operator approving (a discard's confirmation too).
+                await asyncio.to_thread(finalizer.requests.approve, request.request_id)
+            except WorktreeError as exc:
+                code = {"conflict": "conflict", "not_found": "not_found"}.get(exc.code)
+                raise BatonError(code or "invalid_argument", exc.message) from exc  # type: ignore[arg-type]
+            final = await finalizer.execute(request.request_id)
+        return FinalizationView(body=await finalizer.view(final))

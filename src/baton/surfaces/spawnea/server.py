@@ -23,11 +23,25 @@ from mcp.types import Tool as MCPTool
 from pydantic import Field
 
 from baton import __version__
-from baton.engine.spawnea.catalog import API_VERSION
+from baton.engine.spawnea.requests import (
+    Activate,
+    CloseSharedChild,
+    CreateChild,
+    CreateRoot,
+    GetFinalization,
+    GetTurn,
+    Rename,
+    RequestFinalization,
+    SendPrompt,
+    WorktreeRef,
+)
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
 from baton.errors import BatonError
 from baton.surfaces.base import SurfaceServer, tool_result
+from baton.surfaces.spawnea.context_log import remember
+from baton.surfaces.spawnea.policy import MAX_CALL_S
+from baton.surfaces.spawnea.shapes import API_VERSION, OUTPUT_SCHEMAS, of
 
 BOOTSTRAP_TOOLS = frozenset({"spawnea_get_state", "spawnea_create_session"})
 #: Codes of the contract's error envelope, from Baton's neutral codes.
@@ -42,8 +56,6 @@ _CODES = {
     "operation_failed": "operation_failed",
     "internal_error": "operation_failed",
 }
-#: The Agent Context log keeps at most this many entries per connection.
-CONTEXT_KEPT = 200
 
 _READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -61,7 +73,8 @@ RequestId = Annotated[str, Field(min_length=1, max_length=120)]
 class SpawneaServer(SurfaceServer):
     """One connection's Spawnea server: its scope decides which tools are listed and allowed."""
 
-    max_call_s: ClassVar[float] = 40.0
+    max_call_s: ClassVar[float] = MAX_CALL_S
+    output_schemas: ClassVar[dict[str, dict[str, Any]]] = OUTPUT_SCHEMAS
     served_methods: ClassVar[frozenset[str]] = SurfaceServer.served_methods | {
         "subscriptions/listen"
     }
@@ -107,68 +120,25 @@ class SpawneaServer(SurfaceServer):
             )
         started = time.monotonic()
         result = await super().call_tool(name, arguments, context)
-        self._remember(name, arguments, result, time.monotonic() - started)
+        remember(self.scope, name, arguments, result, time.monotonic() - started)
         return result
-
-    def _remember(self, name: str, arguments: dict[str, Any], result: Any, seconds: float) -> None:
-        """The Agent Context log: bounded, consecutive unchanged turn polls grouped, volatile."""
-        calls = self.scope.calls
-        self.scope.recorded += 1
-        ok = isinstance(result, CallToolResult) and not result.is_error
-        content = getattr(result, "structured_content", None) or {}
-        entry: dict[str, Any] = {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tool": name,
-            "ok": ok,
-            "ms": round(seconds * 1000),
-            "target": arguments.get("target")
-            or arguments.get("sessionId")
-            or arguments.get("turnId"),
-            "status": content.get("status"),
-            "version": content.get("version"),
-            "cursor": content.get("cursor"),
-            "error": (content.get("error") or {}).get("code") if not ok else None,
-            "count": 1,
-        }
-        last = calls[-1] if calls else None
-        if (
-            last is not None
-            and name == "spawnea_get_turn"
-            and last["tool"] == name
-            and last["target"] == entry["target"]
-            and last["version"] == entry["version"]
-            and last["status"] == entry["status"]
-        ):
-            last["count"] = int(last["count"]) + 1
-            last["at"] = entry["at"]
-            return
-        calls.append(entry)
-        del calls[:-CONTEXT_KEPT]
 
 
 async def _run(
-    action: Callable[[], Awaitable[dict[str, Any]] | dict[str, Any]],
-    verbatim: tuple[str, ...] = (),
+    action: Callable[[], Awaitable[object] | object], verbatim: tuple[str, ...] = ()
 ) -> CallToolResult:
-    """The tool's answer, safe to print except the fields in ``verbatim``
-    (:func:`~baton.surfaces.base.tool_result`)."""
-    result = action()
-    if not isinstance(result, dict):
-        result = await result
-    return tool_result(result, verbatim=verbatim)
-
-
-def _with_request_id(view: dict[str, Any]) -> dict[str, Any]:
-    """A finalization request's view with ``requestId``, the name
-    ``spawnea_get_finalization_request`` takes it by (``spawnea-control-api.md``); ``id``, the
-    same value, stays for callers that already read it."""
-    return {**view, "requestId": view["id"]} if "id" in view else view
+    """The tool's answer: the service's record rendered by its shape, safe to print except the
+    fields in ``verbatim`` (:func:`~baton.surfaces.base.tool_result`)."""
+    record = action()
+    if isinstance(record, Awaitable):
+        record = await record
+    return tool_result(of(record), verbatim=verbatim)
 
 
 def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaServer:
     """A new Spawnea server for one gateway connection with ``scope``."""
     server = SpawneaServer(service, scope)
-    fin = service.finalizer
+    views, creation, fin = service.views, service.creation, service.finalizer
 
     @server.tool(
         name="spawnea_get_state",
@@ -177,7 +147,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         annotations=_READ,
     )
     async def spawnea_get_state() -> CallToolResult:
-        return await _run(lambda: service.state(scope))
+        return await _run(lambda: views.get_state(scope))
 
     @server.tool(
         name="spawnea_create_session",
@@ -196,9 +166,17 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         useWorktree: bool = False,
         ctx: Context | None = None,
     ) -> CallToolResult:
-        args = _args(locals())
+        request = CreateRoot.parse(
+            client_request_id=clientRequestId,
+            server_id=serverId,
+            project_id=projectId,
+            agent_id=agentId,
+            task=task,
+            base_branch=baseBranch,
+            use_worktree=useWorktree,
+        )
         was_bound = scope.bound
-        result = await _run(lambda: service.create_root(scope, args))
+        result = await _run(lambda: creation.create_root(scope, request))
         if not was_bound and scope.bound and ctx is not None:
             await server.announce_tools_changed(ctx)
         return result
@@ -209,7 +187,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         annotations=_READ,
     )
     async def spawnea_list_sessions() -> CallToolResult:
-        return await _run(lambda: service.list_sessions(scope))
+        return await _run(lambda: views.list_sessions(scope))
 
     @server.tool(
         name="spawnea_create_child_session",
@@ -230,8 +208,19 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         task: Annotated[str, Field(max_length=4000)] | None = None,
         initialPrompt: Annotated[str, Field(max_length=32_000)] | None = None,
     ) -> CallToolResult:
-        args = _args(locals())
-        return await _run(lambda: service.create_child(scope, args))
+        request = CreateChild.parse(
+            name=name,
+            workspace=workspace,
+            client_request_id=clientRequestId,
+            parent_session=parentSession,
+            server_id=serverId,
+            project_id=projectId,
+            agent_id=agentId,
+            model=model,
+            task=task,
+            initial_prompt=initialPrompt,
+        )
+        return await _run(lambda: creation.create_child(scope, request))
 
     @server.tool(
         name="spawnea_send_prompt",
@@ -247,8 +236,13 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         parentSession: Id | None = None,
         clientRequestId: RequestId | None = None,
     ) -> CallToolResult:
-        args = _args(locals())
-        return await _run(lambda: service.send_prompt(scope, args))
+        request = SendPrompt.parse(
+            target=target,
+            prompt=prompt,
+            parent_session=parentSession,
+            client_request_id=clientRequestId,
+        )
+        return await _run(lambda: service.prompting.send_prompt(scope, request))
 
     @server.tool(
         name="spawnea_get_turn",
@@ -265,11 +259,18 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         outputMode: Literal["compact", "raw"] = "compact",
         maxBytes: Annotated[int, Field(ge=1, le=131_072)] = 32_768,
     ) -> CallToolResult:
-        args = _args(locals())
+        request = GetTurn.parse(
+            turn_id=turnId,
+            cursor=cursor,
+            after_version=afterVersion,
+            wait_ms=waitMs,
+            output_mode=outputMode,
+            max_bytes=maxBytes,
+        )
         # raw is the captured terminal output "without filtering" (spawnea-control-api.md,
         # spawnea_get_turn): the one field of any tool result that is not made safe to print.
         raw = ("output",) if outputMode == "raw" else ()
-        return await _run(lambda: service.get_turn(scope, args), raw)
+        return await _run(lambda: service.turn_reads.get_turn(scope, request), raw)
 
     @server.tool(
         name="spawnea_rename_session",
@@ -277,8 +278,8 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         annotations=_WRITE,
     )
     async def spawnea_rename_session(sessionId: Id, title: str) -> CallToolResult:
-        args = _args(locals())
-        return await _run(lambda: service.rename(scope, args))
+        request = Rename.parse(session_id=sessionId, title=title)
+        return await _run(lambda: service.ui.rename(scope, request))
 
     @server.tool(
         name="spawnea_activate",
@@ -292,8 +293,8 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
             "terminal", "files", "diff", "artifacts", "details", "agent-context"
         ] = "terminal",
     ) -> CallToolResult:
-        args = _args(locals())
-        return await _run(lambda: service.activate(scope, args))
+        request = Activate.parse(session_id=sessionId, tab=tab)
+        return await _run(lambda: service.ui.activate(scope, request))
 
     @server.tool(
         name="spawnea_inspect_worktree",
@@ -301,8 +302,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         annotations=_READ,
     )
     async def spawnea_inspect_worktree(sessionId: Id) -> CallToolResult:
-        args = _args(locals())
-        return await _run(lambda: fin.inspect(scope, args))
+        return await _run(lambda: fin.inspect(scope, WorktreeRef(session_id=sessionId)))
 
     @server.tool(
         name="spawnea_preflight_integration",
@@ -311,8 +311,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         annotations=_READ,
     )
     async def spawnea_preflight_integration(sessionId: Id) -> CallToolResult:
-        args = _args(locals())
-        return await _run(lambda: fin.preflight(scope, args))
+        return await _run(lambda: fin.preflight(scope, WorktreeRef(session_id=sessionId)))
 
     @server.tool(
         name="spawnea_request_finalization",
@@ -328,8 +327,14 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         dirtyChanges: Literal["stash", "discard"] | None = None,
         confirmation: Literal["llm-validated"] | None = None,
     ) -> CallToolResult:
-        args = _args(locals())
-        return tool_result(_with_request_id(await fin.request(scope, args)))
+        request = RequestFinalization.parse(
+            client_request_id=clientRequestId,
+            session_id=sessionId,
+            action=action,
+            dirty_changes=dirtyChanges,
+            confirmation=confirmation,
+        )
+        return await _run(lambda: fin.request(scope, request))
 
     @server.tool(
         name="spawnea_get_finalization_request",
@@ -338,8 +343,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         annotations=_READ,
     )
     async def spawnea_get_finalization_request(requestId: Id) -> CallToolResult:
-        args = _args(locals())
-        return tool_result(_with_request_id(await fin.get(scope, args)))
+        return await _run(lambda: fin.get(scope, GetFinalization(request_id=requestId)))
 
     @server.tool(
         name="spawnea_close_shared_child",
@@ -347,15 +351,7 @@ def build_connection_server(service: SpawneaService, scope: Scope) -> SpawneaSer
         annotations=_DESTRUCTIVE,
     )
     async def spawnea_close_shared_child(sessionId: Id, force: bool = False) -> CallToolResult:
-        args = _args(locals())
-        return await _run(lambda: service.close_shared_child(scope, args))
+        request = CloseSharedChild(session_id=sessionId, force=force)
+        return await _run(lambda: service.closing.close_shared_child(scope, request))
 
     return server
-
-
-_NOT_ARGUMENTS = frozenset({"service", "scope", "fin", "server", "ctx", "was_bound", "args"})
-
-
-def _args(values: dict[str, Any]) -> dict[str, Any]:
-    """A tool body's ``locals()`` reduced to its arguments."""
-    return {k: v for k, v in values.items() if k not in _NOT_ARGUMENTS}
