@@ -15,8 +15,8 @@ from typing import Any
 
 from mcp import Client
 
+from baton.compose import build_engine
 from baton.config import Config
-from baton.engine.engine import Engine
 from baton.engine.spawnea.scope import Scope
 from baton.engine.spawnea.service import SpawneaService
 from baton.store import Store
@@ -81,7 +81,8 @@ def make_service(tmp_path: Path, project_in: str = "project") -> Iterator[Spawne
             },
         }
     )
-    engine = Engine(config, store)
+    # As the daemon builds it: every agent's workspace rules (Droid's 255 bytes) come with it.
+    engine = build_engine(config, store)
     spawnea = SpawneaService(
         engine, spawnea_policy(config), runtime_file=str(runtime / "control-runtime.json")
     )
