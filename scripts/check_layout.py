@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check Baton's layering: layer ranks, the rules beyond rank, no import circles, file sizes.
 
-The rules are ``W3A-PLAN.md`` §1.1 (and the README's "How it is built"):
+The rules are ``docs/architecture.md`` §1.1 (and the README's "How it is built"):
 
 - a module imports modules of its own layer and of lower layers only (:data:`LAYERS`);
 - the engine kernel and Spawnea's service see harnesses only through ``harnesses.registry``;
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_LINES = 400
-#: Package prefix -> rank; the longest matching prefix wins (``W3A-PLAN.md`` §1.1).
+#: Package prefix -> rank; the longest matching prefix wins (``docs/architecture.md`` §1.1).
 LAYERS: dict[str, int] = {
     "baton.cli": 14,
     "baton.daemon": 13,
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_allowlist:
         header = (
             "# Layering violations of today, allowed until the package that owns each removes it\n"
-            "# (W3A-PLAN.md). One key per line; scripts/check_layout.py fails on a stale entry.\n"
+            "# (docs/architecture.md). One key per line; scripts/check_layout.py fails on a stale entry.\n"
         )
         keys = sorted({v.key for v in violations})
         allow_path.write_text(header + "".join(f"{k}\n" for k in keys), encoding="utf-8")

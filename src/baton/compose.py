@@ -4,7 +4,7 @@
 (:func:`build_engine`: its Droid model discovery and the workspace rule of Droid's session
 directory) and its services (:func:`build_services`), given the surfaces' policies
 (``baton.surfaces.POLICIES``). The kernel knows no service and no agent; this module is where
-Droid's parts meet it (``W3A-PLAN.md`` §1.1: the Droid contracts and ``compose`` may name Droid).
+Droid's parts meet it (``docs/architecture.md`` §1.1: the Droid contracts and ``compose`` may name Droid).
 Spawnea's service is composed by its daemon plugin (``baton.daemon.spawnea_plugin``).
 """
 

@@ -1,5 +1,5 @@
 """A ``droid_start`` cancelled while its own session opens leaves nothing behind
-(``W3A-PLAN.md`` §2.8, bug 2).
+(``docs/architecture.md`` §2.8, bug 2).
 
 The session used to be registered in the engine's live table before the launch waited for Droid
 to open it; a cancellation of that wait (a client that went away, an HTTP deadline) went past

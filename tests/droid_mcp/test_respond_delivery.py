@@ -1,5 +1,5 @@
 """``droid_respond`` reports an answer ``answered`` only when it reached the session's worker
-(``W3A-PLAN.md`` §2.8, bug 1).
+(``docs/architecture.md`` §2.8, bug 1).
 
 The answer used to be handed to a background send whose result was dropped, so a prompt of a
 session whose worker pipe had closed was answered ``answered: true`` and the answer went

@@ -1,5 +1,5 @@
 """The state table (``engine/runtime/state.py``) against the plan's table, written out here on its
-own (``W3A-PLAN.md`` §2.2 and its "Decisions during P0a/P1"): every row, and a refusal for every
+own (``docs/architecture.md`` §2.2 and its "Decisions during P0a/P1"): every row, and a refusal for every
 pair that is not a row."""
 
 from __future__ import annotations

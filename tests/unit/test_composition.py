@@ -1,5 +1,5 @@
 """The composition root's registries: every surface ``baton serve`` names has a builder and a
-policy, and each policy carries the host's values (``W3A-PLAN.md`` §3.3)."""
+policy, and each policy carries the host's values (``docs/architecture.md`` §3.3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Droid's requests in the seam's neutral words and answers back in Droid's
-(``harnesses/droid/requests.py``, ``W3A-PLAN.md`` §3.4): option kinds by Droid's values, the
+(``harnesses/droid/requests.py``, ``docs/architecture.md`` §3.4): option kinds by Droid's values, the
 payload Baton always showed kept as the request's detail, answers mapped and checked, and the
 events a rule's answer logs (the controller's stored events, unchanged)."""
 

@@ -1,4 +1,4 @@
-"""The one copy of four small rules every layer shares (``W3A-PLAN.md`` §3.5): ``text.encodable``,
+"""The one copy of four small rules every layer shares (``docs/architecture.md`` §3.5): ``text.encodable``,
 ``text.shown``, ``text.slugify`` and ``paths.nearest_repo`` (the nearest ``.git`` walk)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Store V7 renames the reply-channel column and loses nothing (``W3A-PLAN.md`` §3.4).
+"""Store V7 renames the reply-channel column and loses nothing (``docs/architecture.md`` §3.4).
 
 A version-6 database as the previous Baton left it (a controller session with a reply
 recipient, its run and its permanent intent) is migrated behind a byte-identical backup; the

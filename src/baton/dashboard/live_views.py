@@ -35,7 +35,7 @@ from baton.errors import BatonError
 from baton.session.prompts import Choose, Decline, PromptAnswer, Reply, ReplyItem
 from baton.session.terminal import TerminalView
 
-#: The list's word for each state of a live-table session (``W3A-PLAN.md`` §2.2): droid-mcp's
+#: The list's word for each state of a live-table session (``docs/architecture.md`` §2.2): droid-mcp's
 #: own words for the engine's surfaces, and Spawnea's session statuses for its sessions (as the
 #: pages showed its hosted sessions).
 STATE_WORDS: Mapping[S, str] = {

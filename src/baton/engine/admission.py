@@ -1,5 +1,5 @@
 """Admission: who may hold a workspace tree and a live slot, decided in one place from the
-policy's rule value (``W3A-PLAN.md`` §3.3).
+policy's rule value (``docs/architecture.md`` §3.3).
 
 It replaces ``runs._admit`` (and its ``policy is CONTROLLER`` test), droid-mcp's
 ``check_turn_slot``/``check_writer`` and the engine's ``tree_conflict``/``writer_obstacles``/

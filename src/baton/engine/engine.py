@@ -73,7 +73,7 @@ class Engine:
         #: (Spawnea's tmux agents), by session key; each also holds a lock in :attr:`_held`.
         self._claims: dict[str, TreeLock] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
-        # The one runtime (W3A-PLAN.md §2-§3.3), beside the old attributes until P2-P5 switch
+        # The one runtime (docs/architecture.md §2-§3.3), beside the old attributes until P2-P5 switch
         # the services over: admission, the live table and the idempotency keys.
         self.admission = admission.Admission(
             lambda: self.locks,

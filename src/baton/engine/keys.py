@@ -1,4 +1,4 @@
-"""One idempotency service for every surface, with three retentions (``W3A-PLAN.md`` §3.3).
+"""One idempotency service for every surface, with three retentions (``docs/architecture.md`` §3.3).
 
 A key is an :class:`IntentKey` (``scope``, ``key``) claimed with the SHA-256 fingerprint of what
 was asked (:func:`baton.engine.intents.fingerprint`). Scopes: ``controller``, ``droid-mcp`` (the

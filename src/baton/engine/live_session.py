@@ -207,7 +207,7 @@ class LiveSession:
         ------
         BatonError
             ``unknown_request`` if the worker's pipe is gone: the answer cannot reach Droid any
-            more, and the prompt is dropped (``W3A-PLAN.md`` §2.8, bug 1).
+            more, and the prompt is dropped (``docs/architecture.md`` §2.8, bug 1).
         """
         op = wire.RespondOp(requestId=request_id, response=response, by="caller")
         if not await self.lease.send(op):

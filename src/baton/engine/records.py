@@ -1,7 +1,7 @@
 """Records every service shares.
 
 Each service returns records (frozen values, snake_case fields) that its surface renders in its
-contract's words (``W3A-PLAN.md`` §3.2); a service's own records live in its package
+contract's words (``docs/architecture.md`` §3.2); a service's own records live in its package
 (``baton.engine.controller.records``).
 """
 

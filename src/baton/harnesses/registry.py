@@ -5,13 +5,13 @@ enforces it). Each kind has one :class:`Entry`: the module that builds it (impor
 harness of that kind is built, so a worker pays only for the harness its job uses: ``droid_sdk``
 alone costs about half a second of imports, measured in ``bench/start_overhead.py``) and its
 :data:`~baton.session.protocol.Placement`, the kind of host that supervises its agents
-(``W3A-PLAN.md`` §1.3, §2.6):
+(``docs/architecture.md`` §1.3, §2.6):
 
 - ``droid``: in a worker process behind a pipe (``supervisor/worker_host.py``);
 - ``tmux``: in the daemon itself (``engine/runtime/daemon_host.py``): its agents live in tmux panes
   that outlive any Baton process, so a worker between them would add nothing.
 
-A new harness adds its folder and one line here (``W3A-PLAN.md`` §1.4); the ACP harness (``pane``)
+A new harness adds its folder and one line here (``docs/architecture.md`` §1.4); the ACP harness (``pane``)
 joins when it speaks the seam's protocol.
 """
 

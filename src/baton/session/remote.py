@@ -11,7 +11,7 @@ lines:
 - :meth:`RemoteSession.answer` sends ``Answer`` and returns the far end's
   :class:`~baton.session.prompts.AnswerResult` (waiting at most :data:`ANSWER_TIMEOUT_S`); a
   channel that is closed, or closes meanwhile, gives ``delivered=False`` at once: the prompt can
-  no longer be answered (``W3A-PLAN.md`` §2.8, bug 1);
+  no longer be answered (``docs/architecture.md`` §2.8, bug 1);
 - :meth:`RemoteSession.close` asks the far end to close and waits for the channel's end, at
   most the cancel grace plus :data:`CLOSE_SLACK_S`; then the host's ``stop`` makes sure the
   agent's processes are gone (a worker's group: SIGTERM, SIGKILL).

@@ -235,7 +235,7 @@ END;
 """
 
 #: Version 8: the reply channel is named for what it is in the engine and the store, not after
-#: the one mechanism that carries it today (Amp's ``puck`` tool, ``W3A-PLAN.md`` §3.4): the
+#: the one mechanism that carries it today (Amp's ``puck`` tool, ``docs/architecture.md`` §3.4): the
 #: recipient column of sessions, runs and intents is ``reply_recipient``. The contract's names
 #: stay at the edges: the config key ``puck``, the tool argument and run-view key
 #: ``puckConversationId``, and the key in the controller's intent fingerprint (v1, frozen so that

@@ -4,7 +4,7 @@
 A worker-hosted session's agent (Droid) runs in a worker process of its own
 (:mod:`baton.supervisor.worker`), which serves it with
 :func:`~baton.session.serve.serve_session`; the runtime holds a
-:class:`~baton.session.remote.RemoteSession` over the worker's pipe (``W3A-PLAN.md`` §2.6).
+:class:`~baton.session.remote.RemoteSession` over the worker's pipe (``docs/architecture.md`` §2.6).
 
 The rules of a lease (``ARCHITECTURE.md``, durability and cleanup):
 

@@ -4,7 +4,7 @@
 composed services (:class:`baton.compose.EngineServices`) through :data:`SURFACES` (a surface's
 modules are imported when it is first built); nothing else imports a surface's server module
 directly. :func:`POLICIES` gives each surface's rules with a host's values, which the engine
-reads (``W3A-PLAN.md`` §3.3). A new surface adds one line to each (and to
+reads (``docs/architecture.md`` §3.3). A new surface adds one line to each (and to
 ``baton.daemon.seam.PLUGINS``).
 """
 

@@ -252,7 +252,7 @@ class OwnSessions:
             )
         except BaseException:
             # The launcher went away (a client gone, a deadline): no tool could ever reach
-            # this session, so it is closed first (W3A-PLAN.md §2.8, bug 2).
+            # this session, so it is closed first (docs/architecture.md §2.8, bug 2).
             await asyncio.shield(self.close(own, wait=True))
             engine.store.set_session_status(session_key, "exited", utc_now())
             raise

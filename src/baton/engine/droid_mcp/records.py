@@ -1,5 +1,5 @@
 """What droid-mcp's commands and reads return: records, rendered by the surface's shapes
-(``baton.surfaces.droid_mcp.shapes``; ``W3A-PLAN.md`` §3.2)."""
+(``baton.surfaces.droid_mcp.shapes``; ``docs/architecture.md`` §3.2)."""
 
 from __future__ import annotations
 

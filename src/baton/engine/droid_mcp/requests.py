@@ -1,5 +1,5 @@
 """droid-mcp's requests, one frozen type per tool, parsed once at the surface
-(``droid-mcp.md``, tool reference; ``W3A-PLAN.md`` §3.1).
+(``droid-mcp.md``, tool reference; ``docs/architecture.md`` §3.1).
 
 ``parse`` applies the contract's shape rules and raises ``invalid_argument``, building nothing;
 rules that depend on the host (approved roots, the autonomy cap, the catalogue, where a session

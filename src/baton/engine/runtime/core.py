@@ -3,7 +3,7 @@
 :class:`SessionCore` owns the session's one :class:`~baton.engine.runtime.state.SessionState`,
 its :class:`~baton.engine.eventlog.EventLog`, :class:`PromptRegistry` and :class:`TurnHistory`.
 :mod:`baton.engine.runtime.dispatch` folds the harness's events on top of it and
-:mod:`baton.engine.runtime.live` adds the commands (``W3A-PLAN.md`` §2.2-§2.5).
+:mod:`baton.engine.runtime.live` adds the commands (``docs/architecture.md`` §2.2-§2.5).
 
 The log entries (data keys are snake_case; each surface renders its own words, droid-mcp's
 ``droid_wait`` its camelCase; ``turn_id`` comes first when the entry belongs to a turn):

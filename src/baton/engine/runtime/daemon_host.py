@@ -3,7 +3,7 @@
 A :class:`DaemonHost` opens and adopts sessions of harnesses that live in the long-lived
 process (``baton daemon``, or ``baton serve``) rather than in a worker: the tmux harness, whose
 agents run in Baton's private tmux server, outside every Baton process group, so they survive
-the daemon and the next one re-adopts them (``W3A-PLAN.md`` §2.6). There is no boundary between
+the daemon and the next one re-adopts them (``docs/architecture.md`` §2.6). There is no boundary between
 the runtime and the harness: the :class:`~baton.session.protocol.AgentSession` the runtime holds
 is the harness's own session object, and its events reach the runtime's ``emit`` directly.
 

@@ -3,7 +3,7 @@ harness reports (the command half is :mod:`baton.engine.runtime.live`).
 
 :meth:`Dispatcher.emit` is the :data:`~baton.session.protocol.Emit` a host is given. It never
 raises to the harness. An event the state does not allow is logged at ``error``, naming both,
-and ignored, never coerced (``W3A-PLAN.md`` §2.2). The side effects of each row come in the
+and ignored, never coerced (``docs/architecture.md`` §2.2). The side effects of each row come in the
 plan's order; the log entries are listed in :mod:`baton.engine.runtime.core`.
 """
 

@@ -5,7 +5,7 @@ resolve); :mod:`~baton.engine.runtime.dispatch` folds the harness's events and
 :mod:`~baton.engine.runtime.supervise` watches the agent and re-adopts it. Commands that change
 the state do so with no ``await`` before the transition, so concurrent tool calls on the one
 event loop cannot race; a command the state does not allow raises
-:class:`~baton.session.errors.SessionBusy` (``W3A-PLAN.md`` §2.2, §2.3).
+:class:`~baton.session.errors.SessionBusy` (``docs/architecture.md`` §2.2, §2.3).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ OpenResult = OpenOk | OpenFailure | OpenGone
 
 
 class LiveSession(Supervised):
-    """One live agent session (see the module docstring and ``W3A-PLAN.md`` §2.3).
+    """One live agent session (see the module docstring and ``docs/architecture.md`` §2.3).
 
     Attributes beside the commands: ``state`` (:class:`SessionState`), ``log`` (the event
     log), ``prompts`` (:class:`PromptRegistry`), ``turns`` (:class:`TurnHistory`),

@@ -1,7 +1,7 @@
 """The one pending-prompt registry of a live session, and the two prompt rules.
 
 It replaces ``engine/prompts.py``'s ``PendingPrompts``, the worker's ``AskPolicy``/``AutoPolicy``
-and Spawnea's "the screen shows a dialog" (``W3A-PLAN.md`` §2.5). A harness always raises its
+and Spawnea's "the screen shows a dialog" (``docs/architecture.md`` §2.5). A harness always raises its
 prompt and waits for an answer; the session's :data:`~baton.engine.policy.PromptRule` decides who
 gives it:
 

@@ -4,7 +4,7 @@
 every view the surfaces show (droid-mcp ``state``, Spawnea ``status``, the dashboard's words) is
 derived from it by the surface's renderer. :data:`TRANSITIONS` maps ``(state, trigger)`` to the
 next state; any pair not in it is refused: a command gets ``SessionBusy``, a harness event in
-the wrong state is logged at ``error`` and ignored (``W3A-PLAN.md`` §2.2). The side effects of
+the wrong state is logged at ``error`` and ignored (``docs/architecture.md`` §2.2). The side effects of
 each row are :mod:`baton.engine.runtime.dispatch`'s, in the order the plan lists them.
 """
 

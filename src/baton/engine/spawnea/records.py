@@ -1,4 +1,4 @@
-"""What the Spawnea service returns: frozen records with snake_case fields (``W3A-PLAN.md`` §3.2).
+"""What the Spawnea service returns: frozen records with snake_case fields (``docs/architecture.md`` §3.2).
 
 The surface renders them through its shape models (``baton.surfaces.spawnea.shapes``), which
 give the contract's camelCase names, ``apiVersion`` and which keys are omitted rather than null.
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from baton.engine.spawnea.sessions_store import Ended, ManagedWorktree
 
-#: A session's status as the contract shows it (``W3A-PLAN.md`` §2.2's mapping).
+#: A session's status as the contract shows it (``docs/architecture.md`` §2.2's mapping).
 SessionStatus = Literal["starting", "idle", "working", "needs_input", "unknown", "exited", "closed"]
 #: A turn's status: ``working``, ``needs_input``, then ``completed``, ``failed`` or ``unknown``
 #: (its delivery could not be confirmed).

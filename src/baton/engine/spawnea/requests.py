@@ -1,4 +1,4 @@
-"""One frozen request per Spawnea tool, built once at the surface (``W3A-PLAN.md`` §3.1).
+"""One frozen request per Spawnea tool, built once at the surface (``docs/architecture.md`` §3.1).
 
 The tool function's annotated parameters are the parse the SDK does (types, ranges, enums, the
 contract's length bounds); ``parse`` adds the contract's shape rules the schema cannot say: a text

@@ -5,7 +5,7 @@ A permission request lists ``toolUses`` (each with a ``confirmationType`` and it
 the offered ``options`` (``{"value", "label"}``); only an offered value may be answered. Each
 option becomes a :class:`~baton.session.prompts.PromptOption` whose ``id`` is Droid's value (so
 callers still see and answer with Droid's words) and whose ``kind`` is what the engine's rules
-reason about (``W3A-PLAN.md`` §3.4):
+reason about (``docs/architecture.md`` §3.4):
 
 - ``proceed_once`` → ``allow_once``;
 - ``proceed_always*``, ``proceed_edit`` and the bare ``proceed_auto_run``/``proceed_new_session``

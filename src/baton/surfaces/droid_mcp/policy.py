@@ -1,4 +1,4 @@
-"""droid-mcp's rules, as the engine reads them (``droid-mcp.md``; ``W3A-PLAN.md`` §3.3).
+"""droid-mcp's rules, as the engine reads them (``droid-mcp.md``; ``docs/architecture.md`` §3.3).
 
 - prompts: held for the caller (``droid_respond``) and declined after ``pendingPromptTimeoutMs``;
   persistent options are never offered, leveled ones only within ``maxAutonomy``, and a decline

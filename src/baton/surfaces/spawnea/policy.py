@@ -1,5 +1,5 @@
 """The Spawnea surface's policy: its answers to what the three contracts disagree on, as the
-runtime reads them (``W3A-PLAN.md`` §3.3; ``spawnea-control-api.md``).
+runtime reads them (``docs/architecture.md`` §3.3; ``spawnea-control-api.md``).
 
 - **prompts**: a TUI draws its own dialogs and the caller answers them with
   ``spawnea_send_prompt`` on the same turn; nothing expires, and a dialog's own persistent
