@@ -362,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_allowlist:
         header = (
             "# Layering violations of today, allowed until the package that owns each removes it\n"
-            "# (docs/architecture.md). One key per line; scripts/check_layout.py fails on a stale entry.\n"
+            "# (docs/architecture.md). One key per line; scripts/check_layout.py fails on a stale\n"
+            "# entry.\n"
         )
         keys = sorted({v.key for v in violations})
         allow_path.write_text(header + "".join(f"{k}\n" for k in keys), encoding="utf-8")

@@ -4,8 +4,8 @@
 (:func:`build_engine`: its Droid model discovery and the workspace rule of Droid's session
 directory) and its services (:func:`build_services`), given the surfaces' policies
 (``baton.surfaces.POLICIES``). The kernel knows no service and no agent; this module is where
-Droid's parts meet it (``docs/architecture.md`` §1.1: the Droid contracts and ``compose`` may name Droid).
-Spawnea's service is composed by its daemon plugin (``baton.daemon.spawnea_plugin``).
+Droid's parts meet it (``docs/architecture.md`` §1.1: the Droid contracts and ``compose`` may name
+Droid). Spawnea's service is composed by its daemon plugin (``baton.daemon.spawnea_plugin``).
 """
 
 from __future__ import annotations

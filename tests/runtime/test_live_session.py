@@ -188,7 +188,7 @@ async def fire(case: Case, trigger: Trigger) -> None:
 
 
 def check_effects(case: Case, state: SessionState, trigger: Trigger, since: int) -> None:
-    """The side effects of a row, as the plan's table lists them."""
+    """The side effects of a row, as the state table lists them."""
     live, new = case.live, case.types(since)
     running = live.turns.current
     if trigger is T.SUBMIT:

@@ -1,6 +1,6 @@
-"""The state table (``engine/runtime/state.py``) against the plan's table, written out here on its
-own (``docs/architecture.md`` §2.2 and its "Decisions during P0a/P1"): every row, and a refusal for every
-pair that is not a row."""
+"""The state table (``engine/runtime/state.py``) against the design's table, written out here on
+its own (``docs/architecture.md`` §2.2): every row, and a refusal for every pair that is not a
+row."""
 
 from __future__ import annotations
 

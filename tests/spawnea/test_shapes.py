@@ -1,5 +1,6 @@
 """Golden renderings of the Spawnea shapes: which keys each tool's answer carries, null or
-omitted, for a record with every optional field set and one with none (``docs/architecture.md`` §3.2).
+omitted, for a record with every optional field set and one with none (``docs/architecture.md``
+§3.2).
 
 The expected dicts are the answers the service built by hand before its results became records
 (``spawnea-control-api.md`` names them); each rendering also conforms to the tool's published

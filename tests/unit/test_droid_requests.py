@@ -1,6 +1,6 @@
 """Droid's requests in the seam's neutral words and answers back in Droid's
-(``harnesses/droid/requests.py``, ``docs/architecture.md`` §3.4): option kinds by Droid's values, the
-payload Baton always showed kept as the request's detail, answers mapped and checked, and the
+(``harnesses/droid/requests.py``, ``docs/architecture.md`` §3.4): option kinds by Droid's values,
+the payload Baton always showed kept as the request's detail, answers mapped and checked, and the
 events a rule's answer logs (the controller's stored events, unchanged)."""
 
 from __future__ import annotations

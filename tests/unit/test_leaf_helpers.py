@@ -1,5 +1,6 @@
-"""The one copy of four small rules every layer shares (``docs/architecture.md`` §3.5): ``text.encodable``,
-``text.shown``, ``text.slugify`` and ``paths.nearest_repo`` (the nearest ``.git`` walk)."""
+"""The one copy of four small rules every layer shares (``docs/architecture.md`` §3.5):
+``text.encodable``, ``text.shown``, ``text.slugify`` and ``paths.nearest_repo`` (the nearest
+``.git`` walk)."""
 
 from __future__ import annotations
 

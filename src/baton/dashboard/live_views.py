@@ -35,9 +35,9 @@ from baton.errors import BatonError
 from baton.session.prompts import Choose, Decline, PromptAnswer, Reply, ReplyItem
 from baton.session.terminal import TerminalView
 
-#: The list's word for each state of a live-table session (``docs/architecture.md`` §2.2): droid-mcp's
-#: own words for the engine's surfaces, and Spawnea's session statuses for its sessions (as the
-#: pages showed its hosted sessions).
+#: The list's word for each state of a live-table session (``docs/architecture.md`` §2.2):
+#: droid-mcp's own words for the engine's surfaces, and Spawnea's session statuses for its sessions
+#: (as the pages showed its hosted sessions).
 STATE_WORDS: Mapping[S, str] = {
     S.OPENING: "starting", S.IDLE: "idle", S.SUBMITTING: "running", S.WORKING: "running",
     S.INTERRUPTING: "running", S.NEEDS_INPUT: "waiting", S.BLOCKED: "unknown",

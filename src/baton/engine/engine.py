@@ -73,8 +73,8 @@ class Engine:
         #: (Spawnea's tmux agents), by session key; each also holds a lock in :attr:`_held`.
         self._claims: dict[str, TreeLock] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
-        # The one runtime (docs/architecture.md §2-§3.3), beside the old attributes until P2-P5 switch
-        # the services over: admission, the live table and the idempotency keys.
+        # The one runtime (docs/architecture.md §2-§3.3), beside the old attributes until P2-P5
+        # switch the services over: admission, the live table and the idempotency keys.
         self.admission = admission.Admission(
             lambda: self.locks,
             cleanup_wait_s=config.cancelGraceMs / 1000 + admission.CLEANUP_SLACK_S,

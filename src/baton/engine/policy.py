@@ -151,7 +151,7 @@ SPAWNEA = SurfacePolicy(
 POLICIES: dict[str, SurfacePolicy] = {p.name: p for p in (CONTROLLER, DROID_MCP, SPAWNEA)}
 
 
-# -- the policy seam the runtime reads (docs/architecture.md §3.3) ----------------------------------------
+# -- the policy seam the runtime reads (docs/architecture.md §3.3) -------------------------------
 # Beside the old values above until P5 switches the services over; the old ``SurfacePolicy``,
 # ``PromptMode``, ``SharedAllowed``, ``ProcessEpoch`` and the three constants are removed by P7.
 # The values live in each surface's ``policy.py`` (P5), resolved from the config at build time.
@@ -211,8 +211,8 @@ SessionLifetime = Literal["per_turn", "per_session", "detached"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionPolicy:
-    """One surface's rules as the runtime reads them (``docs/architecture.md`` §3.3). The engine never
-    compares a policy or its ``name``: it reads the rule values.
+    """One surface's rules as the runtime reads them (``docs/architecture.md`` §3.3). The engine
+    never compares a policy or its ``name``: it reads the rule values.
 
     ``name`` is written to the store's surface column. ``prompts`` is read by
     ``engine/runtime/prompts.py``; ``default_autonomy`` (resolved from the config) by the

@@ -20,8 +20,8 @@ this interface; each is documented below. The one rule that decides safety: ``su
 
 Outcomes are a closed union of frozen values (:data:`TurnOutcome`), after ``droid_sdk``'s
 ``RunSuccess | RunInterrupted | RunFailure``: the type checker proves every case is handled. They
-and :class:`HarnessError` now live in :mod:`baton.session` (the one seam, ``docs/architecture.md`` §2.1);
-the names below are transitional re-exports, removed by P7 with this module.
+and :class:`HarnessError` now live in :mod:`baton.session` (the one seam, ``docs/architecture.md``
+§2.1); the names below are transitional re-exports, removed by P7 with this module.
 """
 
 from __future__ import annotations

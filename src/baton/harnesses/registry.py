@@ -11,8 +11,8 @@ alone costs about half a second of imports, measured in ``bench/start_overhead.p
 - ``tmux``: in the daemon itself (``engine/runtime/daemon_host.py``): its agents live in tmux panes
   that outlive any Baton process, so a worker between them would add nothing.
 
-A new harness adds its folder and one line here (``docs/architecture.md`` §1.4); the ACP harness (``pane``)
-joins when it speaks the seam's protocol.
+A new harness adds its folder and one line here (``docs/architecture.md`` §1.4); the ACP harness
+(``pane``) joins when it speaks the seam's protocol.
 """
 
 from __future__ import annotations

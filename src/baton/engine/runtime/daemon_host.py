@@ -3,9 +3,9 @@
 A :class:`DaemonHost` opens and adopts sessions of harnesses that live in the long-lived
 process (``baton daemon``, or ``baton serve``) rather than in a worker: the tmux harness, whose
 agents run in Baton's private tmux server, outside every Baton process group, so they survive
-the daemon and the next one re-adopts them (``docs/architecture.md`` §2.6). There is no boundary between
-the runtime and the harness: the :class:`~baton.session.protocol.AgentSession` the runtime holds
-is the harness's own session object, and its events reach the runtime's ``emit`` directly.
+the daemon and the next one re-adopts them (``docs/architecture.md`` §2.6). There is no boundary
+between the runtime and the harness: the :class:`~baton.session.protocol.AgentSession` the runtime
+holds is the harness's own session object, and its events reach the runtime's ``emit`` directly.
 
 One host serves one machine (W3-D's :class:`~baton.hosts.Host`; today the local one). A spec
 that names another machine, or a harness kind that lives elsewhere (Droid's ``worker``), is

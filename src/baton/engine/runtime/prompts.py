@@ -1,9 +1,9 @@
 """The one pending-prompt registry of a live session, and the two prompt rules.
 
 It replaces ``engine/prompts.py``'s ``PendingPrompts``, the worker's ``AskPolicy``/``AutoPolicy``
-and Spawnea's "the screen shows a dialog" (``docs/architecture.md`` §2.5). A harness always raises its
-prompt and waits for an answer; the session's :data:`~baton.engine.policy.PromptRule` decides who
-gives it:
+and Spawnea's "the screen shows a dialog" (``docs/architecture.md`` §2.5). A harness always raises
+its prompt and waits for an answer; the session's :data:`~baton.engine.policy.PromptRule` decides
+who gives it:
 
 - :class:`~baton.engine.policy.DecideAtOnce` (the controller): :func:`decide_at_once` answers at
   once, and each decline is recorded on the turn (``Declined``);

@@ -4,8 +4,8 @@
 every view the surfaces show (droid-mcp ``state``, Spawnea ``status``, the dashboard's words) is
 derived from it by the surface's renderer. :data:`TRANSITIONS` maps ``(state, trigger)`` to the
 next state; any pair not in it is refused: a command gets ``SessionBusy``, a harness event in
-the wrong state is logged at ``error`` and ignored (``docs/architecture.md`` §2.2). The side effects of
-each row are :mod:`baton.engine.runtime.dispatch`'s, in the order the plan lists them.
+the wrong state is logged at ``error`` and ignored (``docs/architecture.md`` §2.2). The side effects
+of each row are :mod:`baton.engine.runtime.dispatch`'s, in the order the module lists them.
 """
 
 from __future__ import annotations

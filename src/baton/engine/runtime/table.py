@@ -1,7 +1,7 @@
 """The engine's one live table: every :class:`LiveSession`, whatever its surface or host.
 
-It replaces ``Engine.live`` and Spawnea's ``hosted`` dict (``docs/architecture.md`` §2.3). A session is
-registered the moment it is created, before any ``await``, so no caller can lose it (bug 2). It
+It replaces ``Engine.live`` and Spawnea's ``hosted`` dict (``docs/architecture.md`` §2.3). A session
+is registered the moment it is created, before any ``await``, so no caller can lose it (bug 2). It
 stays until its processes are confirmed gone (``gone``); then it is removed and its admission
 hold released. A :class:`~baton.engine.policy.RepoSlots` hold is released at each turn's end
 instead (droid-mcp holds its slot and tree only while a turn runs).

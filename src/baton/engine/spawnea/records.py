@@ -1,4 +1,5 @@
-"""What the Spawnea service returns: frozen records with snake_case fields (``docs/architecture.md`` §3.2).
+"""What the Spawnea service returns: frozen records with snake_case fields (``docs/architecture.md``
+§3.2).
 
 The surface renders them through its shape models (``baton.surfaces.spawnea.shapes``), which
 give the contract's camelCase names, ``apiVersion`` and which keys are omitted rather than null.

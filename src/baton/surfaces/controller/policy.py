@@ -1,4 +1,5 @@
-"""The controller's rules, as the engine reads them (``controller.md``; ``docs/architecture.md`` §3.3).
+"""The controller's rules, as the engine reads them (``controller.md``; ``docs/architecture.md``
+§3.3).
 
 - prompts: decided at once: at autonomy ``high`` a permission offering a single-use allow is
   allowed with it; every other permission and every question is declined and recorded

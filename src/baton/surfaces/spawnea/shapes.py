@@ -1,5 +1,6 @@
 """The Spawnea tools' output shapes: they render the service's records into the contract's
-results and publish the same models as each tool's MCP ``outputSchema`` (``docs/architecture.md`` §3.2).
+results and publish the same models as each tool's MCP ``outputSchema`` (``docs/architecture.md``
+§3.2).
 
 Field names are snake_case with the contract's camelCase as their alias; every result carries
 ``apiVersion: "v1"`` (``spawnea-control-api.md``: "All structured responses include apiVersion").
