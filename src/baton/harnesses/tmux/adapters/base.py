@@ -193,6 +193,17 @@ class TuiAdapter:
         """
         return Answer(typed=text, enter_if_pending=True)
 
+    def answer_pending(self, before: Screen, after: Screen, typed: str) -> bool:
+        """An answer ``typed`` into the dialog of ``before`` still waits for its Enter on
+        ``after`` (the default: it sits in the input box, :meth:`input_pending`)."""
+        return self.input_pending(after, typed)
+
+    def moved_on(self, before: Screen, after: Screen, typed: str) -> bool | None:
+        """Whether the program moved on past the question of ``before`` after ``typed`` was
+        sent, as ``after`` shows; None when the adapter does not judge it (the dialog's lines
+        are compared instead, :mod:`baton.harnesses.tmux.answering`)."""
+        return None
+
     def dialog(self, screen: Screen) -> Dialog:
         """The dialog drawn on ``screen``, as far as this adapter can read it. The default keeps
         the last lines above the footer as its question and reads no options (a caller answers

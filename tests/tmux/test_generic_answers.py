@@ -1,0 +1,89 @@
+"""A generic program's questions and answers, on the line-reading fake
+(:mod:`tests.fakes.line_tui`): an answer typed to a program that reads a line is submitted, and
+it counts as taken only when the program moves on past its question (never from the echo); a
+screen-read answer is this turn's output only.
+
+Found in a user trial (WAVE3 §2, W3-B): ``y`` was typed without Enter into ``Proceed? [y/n]``
+and reported taken because the echo changed the screen, and the turn hung in ``working``; turn
+2's answer began with the banner and turn 1's answer, and an answer quoting its prompt came
+back empty."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from baton.harnesses.tmux import TmuxHarness
+from baton.session import SessionSpec, Succeeded, Text, TurnInput
+from tests.tmux.agents import Place, line_spec, script
+from tests.tmux.recorder import Recorder
+
+
+def logged(spec: SessionSpec, kind: str) -> list[dict[str, Any]]:
+    """The line program's events of ``kind`` so far."""
+    path = Path(spec.options["env"]["FAKE_TUI_LOG"])
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+async def asking(recorder: Recorder, turn: TurnInput) -> str:
+    """Wait for the question of the running ``turn``; the raised request's id."""
+    deadline = time.monotonic() + 15
+    while not recorder.raised(turn.turn_id):
+        assert time.monotonic() < deadline, recorder.names(turn.turn_id)
+        await asyncio.sleep(0.05)
+    return recorder.raised(turn.turn_id)[-1].request_id
+
+
+def test_a_program_that_reads_an_answer_line_receives_it(place: Place, tag: str) -> None:
+    spec = line_spec(place, tag, enterDelayMs=150)
+
+    async def scenario() -> None:
+        recorder = Recorder()
+        session = await TmuxHarness("generic").open(spec, recorder)
+        turn = TurnInput(
+            turn_id="t-line", prompt=script({"ask": "Proceed?"}, {"text": "went ahead"})
+        )
+        running = asyncio.ensure_future(session.submit(turn))
+        request_id = await asking(recorder, turn)
+        assert recorder.raised("t-line")[-1].request.title.startswith("Proceed? [y/n]")
+        result = await session.answer(request_id, Text(text="y"))
+        assert result.delivered and result.taken, result
+        assert [e["choice"] for e in logged(spec, "answer")] == ["y"]
+        outcome = await asyncio.wait_for(running, 20)
+        assert isinstance(outcome, Succeeded), outcome
+        assert "proceeding with y" in outcome.text and "went ahead" in outcome.text
+        assert len(logged(spec, "submit")) == 1, "the answer's Enter was sent twice"
+        await session.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_program_that_ignores_the_answer_is_reported_not_delivered(
+    place: Place, tag: str
+) -> None:
+    spec = line_spec(place, tag, enterDelayMs=150)
+
+    async def scenario() -> None:
+        recorder = Recorder()
+        session = await TmuxHarness("generic").open(spec, recorder)
+        turn = TurnInput(turn_id="t-deaf", prompt=script({"ignore": "Proceed?"}))
+        running = asyncio.ensure_future(session.submit(turn))
+        request_id = await asking(recorder, turn)
+        while not logged(spec, "ignoring"):
+            await asyncio.sleep(0.05)
+        result = await session.answer(request_id, Text(text="y"))
+        # The tty echoed ``y`` (and its Enter): the screen changed, the program did not move on.
+        screen = await session.snapshot()
+        assert "Proceed? [y/n] y" in screen, screen
+        assert result.taken is False and result.by == "dialog_unchanged", result
+        assert "did not take the answer" in result.message
+        assert not logged(spec, "answer")
+        assert not running.done()
+        await session.close()
+        await asyncio.wait_for(running, 20)
+
+    asyncio.run(scenario())
