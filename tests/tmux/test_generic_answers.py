@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from baton.harnesses.tmux import TmuxHarness
 from baton.session import SessionSpec, Succeeded, Text, TurnInput
 from tests.tmux.agents import Place, line_spec, script
@@ -85,5 +87,31 @@ def test_a_program_that_ignores_the_answer_is_reported_not_delivered(
         assert not running.done()
         await session.close()
         await asyncio.wait_for(running, 20)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("echo", ["echoed", "masked"])
+def test_answers_over_three_turns_each_hold_only_that_turns_output(
+    place: Place, tag: str, echo: str
+) -> None:
+    # Masked: the screen never shows the prompt, so no echo can mark where the turn began.
+    env = {"FAKE_LINE_MASK": "1"} if echo == "masked" else {}
+    spec = line_spec(place, tag, enterDelayMs=150, settleMs=300, env=env)
+    turns = [
+        (script({"text": "alpha one"}), "alpha one"),
+        (script({"text": "beta two"}, {"text": "beta three"}), "beta two\nbeta three"),
+        # An answer that quotes its prompt (after the prompt's own echo) is kept whole.
+        (f"What is two plus two? {script({'text': 'four'}, {'quote': True})}", None),
+    ]
+
+    async def scenario() -> None:
+        session = await TmuxHarness("generic").open(spec, Recorder())
+        for n, (prompt, expected) in enumerate(turns):
+            outcome = await session.submit(TurnInput(turn_id=f"t-{n}", prompt=prompt))
+            assert isinstance(outcome, Succeeded), outcome
+            wanted = expected if expected is not None else f"four\nyou asked: {prompt}"
+            assert outcome.text == wanted, (n, outcome.text)
+        await session.close()
 
     asyncio.run(scenario())

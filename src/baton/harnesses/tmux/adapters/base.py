@@ -104,6 +104,10 @@ class TuiAdapter:
     versions: ClassVar[str] = ""
     interrupt_keys: tuple[str, ...] = ("Escape",)
     exit_command: str | None = None
+    #: The program writes its output below the line its input was typed on, as a line program
+    #: does (a screen answer is then read from that line on); the agent TUIs draw their
+    #: transcript above an input box instead.
+    output_below_input: ClassVar[bool] = False
     #: How long after a dialog is first drawn it takes keys (s): keys sent earlier are dropped.
     input_grace_s: ClassVar[float] = 0.0
 

@@ -14,6 +14,9 @@ moment later (a program that reads a line, a shell's ``read``, gets it only with
 that took a single key has moved on by then). It counts as taken only once the program wrote
 something past it or asked again (:meth:`GenericAdapter.moved_on`), never from the echo of the
 typed text.
+
+A generic program writes its output below the line its input was typed on, so a screen answer
+is read from that line on (:attr:`~TuiAdapter.output_below_input`): this turn's output only.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class GenericAdapter(TuiAdapter):
     name = "generic"
     exact_turn_end = False
     basis = "screen_idle"
+    output_below_input = True
     versions = "any"
 
     ready_marker = _NEVER
