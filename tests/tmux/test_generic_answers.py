@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 
 from baton.harnesses.tmux import TmuxHarness
+from baton.harnesses.tmux.adapters.base import Screen
+from baton.harnesses.tmux.adapters.generic import GenericAdapter
+from baton.harnesses.tmux.output import screen_answer
 from baton.session import SessionSpec, Succeeded, Text, TurnInput
 from tests.tmux.agents import Place, line_spec, script
 from tests.tmux.recorder import Recorder
@@ -115,3 +118,54 @@ def test_answers_over_three_turns_each_hold_only_that_turns_output(
         await session.close()
 
     asyncio.run(scenario())
+
+
+# -- the rules on recorded screens (no tmux) ----------------------------------------------------
+
+_ADAPTER = GenericAdapter(ready_pattern=r"^line>", needs_input_pattern=r"\[y/n\]")
+_ASKED = ["line> do it", "Proceed? [y/n]"]
+
+
+@pytest.mark.parametrize(
+    ("after", "moved", "pending"),
+    [
+        (_ASKED, False, True),  # nothing shown yet (a program that does not echo)
+        (["line> do it", "Proceed? [y/n] y"], False, True),  # only the echo
+        (["line> do it", "Proceed? [y/n] y", "proceeding"], True, False),
+        (["line> do it", "Proceed? [y/n] y", "Proceed? [y/n]"], True, False),  # asked again
+        (["line> do it", "Proceed? [y/n] y", "line>"], True, False),  # the prompt is back
+        (["line> do it", "Proceed? [y/n] maybe"], True, False),  # not our text on the line
+    ],
+)
+def test_a_generic_answer_is_taken_only_when_the_program_writes_past_its_question(
+    after: list[str], moved: bool, pending: bool
+) -> None:
+    before, now = Screen.of(_ASKED), Screen.of(after)
+    assert _ADAPTER.moved_on(before, now, "y") is moved
+    assert _ADAPTER.answer_pending(before, now, "y") is pending
+
+
+@pytest.mark.parametrize(
+    ("lines", "state"),
+    [
+        (_ASKED, "needs_input"),
+        (["Proceed? [y/n] y"], "needs_input"),  # being answered
+        (["Proceed? [y/n] y", "proceeding"], "working"),  # answered, the program went on
+        (["Proceed? [y/n]", "> "], "needs_input"),  # the question's own input line below it
+        (["Proceed? [y/n] y", "line>"], "idle"),
+    ],
+)
+def test_a_question_followed_by_its_answer_and_more_output_is_no_longer_open(
+    lines: list[str], state: str
+) -> None:
+    assert _ADAPTER.classify(Screen.of(lines)) == state
+
+
+def test_a_screen_answer_from_the_prompts_line_keeps_a_quote_and_skips_an_unshown_echo() -> None:
+    prompt = "What is two plus two?"
+    lines = ["line> What is two plus two?", "four", "you asked: What is two plus two?", "line>"]
+    assert screen_answer(lines, prompt, _ADAPTER.is_prompt_line, anchored=True) == (
+        "four\nyou asked: What is two plus two?"
+    )
+    masked = ["line> *****", "four", "line>"]
+    assert screen_answer(masked, prompt, _ADAPTER.is_prompt_line, anchored=True) == "four"
