@@ -9,6 +9,7 @@ in its environment, so a test can find anything its agent left running.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ from tests.fakes.model_server import write_droid_settings
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TUI = REPO / "tests" / "fakes" / "fake_tui.py"
+LINE_TUI = REPO / "tests" / "fakes" / "line_tui.py"
 TOOLS = REPO / ".tools"
 BINARIES = {
     "claude": ("BATON_TEST_CLAUDE", TOOLS / "claude/node_modules/.bin/claude"),
@@ -80,6 +82,20 @@ def generic_spec(place: Place, tag: str, *, name: str = "generic", **options: An
             "needsInputPattern": r"\[y/n\]",
             "env": env,
             **options,
+        },
+    )
+
+
+def line_spec(place: Place, tag: str, *, name: str = "lines", **options: Any) -> SessionSpec:
+    """The line-reading fake (:mod:`tests.fakes.line_tui`: ``line> `` prompt, ``[y/n]``
+    questions read as lines) under the generic adapter."""
+    spec = generic_spec(place, tag, name=name, **options)
+    return dataclasses.replace(
+        spec,
+        options={
+            **spec.options,
+            "command": [sys.executable, str(LINE_TUI)],
+            "readyPattern": r"^line>",
         },
     )
 

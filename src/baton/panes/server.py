@@ -78,6 +78,34 @@ _INFO_FORMAT = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class PanePosition:
+    """A pane's cursor as a line of its whole text: ``history`` scrollback lines above the
+    screen, the cursor on screen line ``cursor`` (0 at the top), so on line ``history +
+    cursor`` counted from the oldest scrollback line. That count stays true while scrollback
+    grows; once ``history`` reaches ``history_limit`` tmux drops the oldest lines and it no
+    longer does. ``alternate``: a full-screen program's alternate screen is shown (it has no
+    scrollback)."""
+
+    history: int
+    cursor: int
+    history_limit: int
+    alternate: bool
+
+    @property
+    def line(self) -> int:
+        return self.history + self.cursor
+
+    @property
+    def counted(self) -> bool:
+        """Line numbers from the oldest scrollback line still hold (nothing was dropped, and
+        the normal screen is shown)."""
+        return not self.alternate and self.history < self.history_limit
+
+
+_POSITION = "#{history_size}\t#{cursor_y}\t#{history_limit}\t#{alternate_on}"
+
+
 def _parse_info(line: str) -> PaneInfo | None:
     parts = line.split("\t")
     if len(parts) != 6 or not parts[2].isdigit():
@@ -231,10 +259,40 @@ class TmuxPane:
             ``gone`` when the pane no longer exists.
         """
 
+        return await self.capture_from(-history if history > 0 else None)
+
+    async def capture_from(self, start: int | None) -> list[str]:
+        """The pane's text from line ``start`` to the bottom of the screen (tmux's ``-S``:
+        0 is the screen's top line, negative numbers are scrollback lines above it; None: the
+        screen only), as :meth:`capture` gives it.
+
+        Raises
+        ------
+        TmuxError
+            ``gone`` when the pane no longer exists.
+        """
         args = ["capture-pane", "-p", "-J", "-t", self.pane_id]
-        if history > 0:
-            args[1:1] = ["-S", str(-history)]
+        if start is not None:
+            args[1:1] = ["-S", str(start)]
         return [line.rstrip() for line in await self.server.run(*args)]
+
+    async def position(self) -> PanePosition | None:
+        """Where the pane's cursor is, in lines counted from the top of its scrollback (None
+        when tmux's answer cannot be read).
+
+        Raises
+        ------
+        TmuxError
+            ``gone`` when the pane no longer exists.
+        """
+        lines = await self.server.run("display-message", "-p", "-t", self.pane_id, _POSITION)
+        parts = lines[0].split("\t") if lines else []
+        if len(parts) != 4 or not all(part.isdigit() for part in parts):
+            return None
+        history, cursor, limit, alternate = map(int, parts)
+        return PanePosition(
+            history=history, cursor=cursor, history_limit=limit, alternate=alternate == 1
+        )
 
     async def keys(self, *names: str) -> None:
         """Send named keys (``Enter``, ``Escape``, ``C-c``, ``Down``...) in order, as keys."""

@@ -10,7 +10,8 @@ and that is reported, never papered over as delivered.
 
 What became of an answer is the seam's :class:`~baton.session.prompts.AnswerResult`: ``by`` says
 how it was taken (``dialog_closed``, ``dialog_changed``: another question is drawn,
-``screen_changed``: a generic program's screen moved on, ``agent_exited``) or why not
+``screen_changed``: a generic program wrote past its question or asked again, never just
+the echo of the typed answer, ``agent_exited``) or why not
 (``dialog_unchanged``: ``delivered`` but not ``taken``; ``pane_gone``: not ``delivered``).
 """
 
@@ -70,15 +71,14 @@ async def answer_with(
     if not before.alive:
         return gone()
     plan = plan_for(before.screen)
-    dialog = _dialog(before.screen)
     try:
-        await _send(ctx, plan)
+        await _send(ctx, plan, before.screen)
     except TmuxError:
         return gone(plan.choice)
-    return await _watch(ctx, plan, dialog, wait_s)
+    return await _watch(ctx, plan, before.screen, wait_s)
 
 
-async def _send(ctx: PaneContext, plan: Answer) -> None:
+async def _send(ctx: PaneContext, plan: Answer, before: Screen) -> None:
     pane = ctx.pane
     typed = plan.typed
     if typed:
@@ -94,27 +94,32 @@ async def _send(ctx: PaneContext, plan: Answer) -> None:
         delay = ctx.options.enterDelayMs / 1000 if len(typed) > TYPED_MAX else 0.2
         await asyncio.sleep(delay)
         observation = await _refresh(ctx)
-        if observation.alive and ctx.adapter.input_pending(observation.screen, typed):
+        if observation.alive and ctx.adapter.answer_pending(before, observation.screen, typed):
             await pane.keys("Enter")
 
 
-async def _watch(ctx: PaneContext, plan: Answer, dialog: str, wait_s: float) -> AnswerResult:
+async def _watch(ctx: PaneContext, plan: Answer, before: Screen, wait_s: float) -> AnswerResult:
     deadline = time.monotonic() + wait_s
+    dialog = _dialog(before)
+    typed = plan.typed.strip()
     while True:
         now = await _refresh(ctx)
         if not now.alive:
             return _taken("agent_exited", plan, "the agent exited")
         if now.state != "needs_input":
             return _taken("dialog_closed", plan, "the agent took the answer")
+        moved = ctx.adapter.moved_on(before, now.screen, plan.typed)
+        if moved:
+            # A generic program wrote past its question or asked again: never just the echo.
+            return _taken("screen_changed", plan, "the program went on past its question")
         shown = _dialog(now.screen)
-        typed = plan.typed.strip()
         # A changed dialog is another question, unless all that changed is our text sitting in
         # the dialog's own input field (typed but not taken).
-        if shown != dialog and not (typed and typed in shown and typed not in dialog):
-            if not ctx.adapter.exact_turn_end:
-                # A generic program's question marker lingers on the lines its answer scrolls
-                # in below it: a changed screen there is the answer being worked on.
-                return _taken("screen_changed", plan, "the program's screen moved on")
+        if (
+            moved is None
+            and shown != dialog
+            and not (typed and typed in shown and typed not in dialog)
+        ):
             return _taken("dialog_changed", plan, "the agent took the answer and asks again")
         if time.monotonic() >= deadline:
             sent = f"option {plan.choice!r}" if plan.choice else repr(plan.typed[:40])

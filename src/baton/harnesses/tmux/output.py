@@ -73,11 +73,20 @@ def screen_answer(
     prompt: str,
     is_prompt_line: Callable[[str], bool],
     chrome: re.Pattern[str] | None = None,
+    *,
+    anchored: bool = False,
 ) -> str:
     """The answer shown on screen after ``prompt``'s echo (``lines``: scrollback plus screen).
 
-    The echo is the last line holding the start of the prompt's last line; without one, all
-    lines count. The answer ends before the last line that is the program's own input line
+    ``anchored``: ``lines`` begin at the line the prompt was typed on (a line program's output
+    follows its input, :class:`~baton.panes.server.PanePosition`). The echo is then looked for
+    forward, in as many lines as the prompt has, and the answer starts after it (after the
+    first line when the program did not echo): nothing of earlier turns or the banner can
+    count, and an answer that quotes the prompt is kept. Unanchored (a TUI that draws its
+    transcript above its input box), the echo is the last line holding the end or the start of
+    the prompt's last line; without one, all lines count.
+
+    Either way the answer ends before the last line that is the program's own input line
     (``is_prompt_line``: its prompt or input box); spinner lines, box borders, busy footers and
     the adapter's ``chrome`` (status lines) are dropped.
     """
@@ -85,12 +94,15 @@ def screen_answer(
     last = normalize(tail[-1]) if tail else ""
     # The echo's last screen line ends with the prompt's end (agents wrap long echoes), else
     # holds its start; the shorter the needle, the likelier a wrap does not cut it.
-    start = 0
-    for needle in (last[-16:], last[:40]):
-        found = next(
-            (i for i in range(len(lines) - 1, -1, -1) if needle and needle in normalize(lines[i])),
-            None,
-        )
+    needles = [needle for needle in (last[-16:], last[:40]) if needle]
+    if anchored:
+        echo = range(min(len(lines), max(1, len(tail))))
+        start = min(1, len(lines))
+    else:
+        echo = range(len(lines) - 1, -1, -1)
+        start = 0
+    for needle in needles:
+        found = next((i for i in echo if needle in normalize(lines[i])), None)
         if found is not None:
             start = found + 1
             break

@@ -39,7 +39,7 @@ from baton.harnesses.tmux.output import compact, screen_answer
 from baton.harnesses.tmux.pane_context import PaneContext
 from baton.harnesses.tmux.signals import TurnSignals
 from baton.panes.redact import redact
-from baton.panes.server import TmuxError
+from baton.panes.server import PanePosition, TmuxError
 from baton.session.events import Activity, Submitted, Submitting
 from baton.session.outcomes import Failed, Interrupted, Succeeded, TurnOutcome, Unknown
 from baton.session.prompts import PromptRequest
@@ -118,6 +118,8 @@ class TurnRun:
         self.control = control
         self.transcript: TurnTranscript | None = None
         self.output: CompactOutput | None = None
+        #: Where the cursor was when the prompt was typed (a line program's answer follows it).
+        self.anchor: PanePosition | None = None
         self.signals = TurnSignals(turn.turn_id, emit, lambda screen: dialog_request(ctx, screen))
 
     def _note(self, event: Mapping[str, Any]) -> None:
@@ -129,6 +131,8 @@ class TurnRun:
         ctx = self.ctx
         if ctx.adapter.exact_turn_end:
             self.transcript = TurnTranscript(ctx.adapter, ctx.files, self.turn.prompt, time.time())
+        if ctx.adapter.output_below_input:
+            self.anchor = await self._position()
         self.emit(Submitting(turn_id=self.turn.turn_id))
         delivery = await deliver(
             pane=ctx.pane,
@@ -299,11 +303,30 @@ class TurnRun:
 
     async def screen_output(self) -> CompactOutput:
         """The compact answer as the screen shows it now: the lines after the prompt's echo,
-        without spinners, boxes or the input line (also read while the turn runs)."""
+        without spinners, boxes or the input line (also read while the turn runs). For a line
+        program (:attr:`~baton.harnesses.tmux.adapters.base.TuiAdapter.output_below_input`)
+        the lines are read from the one the prompt was typed on, while tmux's line numbers
+        hold (no scrollback dropped, no alternate screen); else, and for the agent TUIs, from
+        the scrollback, after the last echo found."""
+        adapter = self.ctx.adapter
+        anchored = False
         try:
-            lines = await self.ctx.pane.capture(history=ANSWER_HISTORY)
+            now = await self._position() if self.anchor is not None else None
+            if self.anchor is not None and now is not None and self.anchor.counted and now.counted:
+                # From the prompt's own line, as tmux numbers it now (negative: scrollback).
+                lines = await self.ctx.pane.capture_from(self.anchor.line - now.history)
+                anchored = True
+            else:
+                lines = await self.ctx.pane.capture(history=ANSWER_HISTORY)
         except TmuxError:
             lines = list(self.ctx.monitor.latest.screen.lines)
-        adapter = self.ctx.adapter
-        answer = screen_answer(lines, self.turn.prompt, adapter.is_prompt_line, adapter.chrome)
+        answer = screen_answer(
+            lines, self.turn.prompt, adapter.is_prompt_line, adapter.chrome, anchored=anchored
+        )
         return compact(answer, "screen", self.ctx.secrets)
+
+    async def _position(self) -> PanePosition | None:
+        try:
+            return await self.ctx.pane.position()
+        except TmuxError:
+            return None

@@ -104,6 +104,10 @@ class TuiAdapter:
     versions: ClassVar[str] = ""
     interrupt_keys: tuple[str, ...] = ("Escape",)
     exit_command: str | None = None
+    #: The program writes its output below the line its input was typed on, as a line program
+    #: does (a screen answer is then read from that line on); the agent TUIs draw their
+    #: transcript above an input box instead.
+    output_below_input: ClassVar[bool] = False
     #: How long after a dialog is first drawn it takes keys (s): keys sent earlier are dropped.
     input_grace_s: ClassVar[float] = 0.0
 
@@ -192,6 +196,17 @@ class TuiAdapter:
             their menus; nothing may be sent then).
         """
         return Answer(typed=text, enter_if_pending=True)
+
+    def answer_pending(self, before: Screen, after: Screen, typed: str) -> bool:
+        """An answer ``typed`` into the dialog of ``before`` still waits for its Enter on
+        ``after`` (the default: it sits in the input box, :meth:`input_pending`)."""
+        return self.input_pending(after, typed)
+
+    def moved_on(self, before: Screen, after: Screen, typed: str) -> bool | None:
+        """Whether the program moved on past the question of ``before`` after ``typed`` was
+        sent, as ``after`` shows; None when the adapter does not judge it (the dialog's lines
+        are compared instead, :mod:`baton.harnesses.tmux.answering`)."""
+        return None
 
     def dialog(self, screen: Screen) -> Dialog:
         """The dialog drawn on ``screen``, as far as this adapter can read it. The default keeps

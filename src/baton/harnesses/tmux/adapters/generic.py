@@ -6,6 +6,17 @@ line the program showed when it was first ready), the screen changed after the p
 submitted, and it then held still for the settle time. That is reported with completion basis
 ``screen_idle``: it proves the program is waiting for input again, not that it did what was asked.
 Silence alone never ends a turn: without the prompt back, a quiet screen stays ``working``.
+
+A question (``needsInputPattern``) is open while nothing but its answer follows it: a question
+line with an answer after it and more lines below was answered, and the program is working.
+An answer is typed, and submitted with Enter when it still waits on the question's line a
+moment later (a program that reads a line, a shell's ``read``, gets it only with the Enter; one
+that took a single key has moved on by then). It counts as taken only once the program wrote
+something past it or asked again (:meth:`GenericAdapter.moved_on`), never from the echo of the
+typed text.
+
+A generic program writes its output below the line its input was typed on, so a screen answer
+is read from that line on (:attr:`~TuiAdapter.output_below_input`): this turn's output only.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ class GenericAdapter(TuiAdapter):
     name = "generic"
     exact_turn_end = False
     basis = "screen_idle"
+    output_below_input = True
     versions = "any"
 
     ready_marker = _NEVER
@@ -82,9 +94,42 @@ class GenericAdapter(TuiAdapter):
         # typed after the prompt, not yet submitted, does not make the program busy).
         if self._idle_match(self._last(screen)) is not None:
             return "idle"
-        if self._asks is not None and self._asks.search(screen.bottom_text(ASK_LINES)):
+        if self._question(screen) is not None:
             return "needs_input"
         return "working"
+
+    def _question(self, screen: Screen) -> int | None:
+        """The index in ``screen.bottom(ASK_LINES)`` of the open question's line, if any: the
+        last line ``needsInputPattern`` matches, unless an answer follows it on its line and
+        more lines below it (the question was answered and the program went on)."""
+        if self._asks is None:
+            return None
+        bottom = screen.bottom(ASK_LINES)
+        for index in range(len(bottom) - 1, -1, -1):
+            match = self._asks.search(bottom[index])
+            if match is None:
+                continue
+            answered = bool(bottom[index][match.end() :].strip())
+            return None if answered and index < len(bottom) - 1 else index
+        return None
+
+    def answer_pending(self, before: Screen, after: Screen, typed: str) -> bool:
+        """The typed answer (or nothing, for a program that does not echo) still sits on the
+        question's line, the last one: the program reads a line and waits for its Enter."""
+        return self.moved_on(before, after, typed) is False
+
+    def moved_on(self, before: Screen, after: Screen, typed: str) -> bool:
+        """True when ``after`` shows the program went past the question of ``before``: its
+        last line is no longer that question with at most ``typed`` after it (output below it,
+        the question asked again, the prompt back, the screen cleared)."""
+        was, now = before.bottom(ASK_LINES), after.bottom(ASK_LINES)
+        if not was or not now:
+            return was != now
+        question, last = was[-1], now[-1]
+        waiting = last.startswith(question) and last[len(question) :].strip() in ("", typed.strip())
+        # The same lines above it: a question asked again right below the answered one differs
+        # there (the line above it is the first question with its answer).
+        return not (waiting and now[:-1] == was[:-1])
 
     def dialog(self, screen: Screen) -> Dialog:
         """The question is the bottom line that ``needsInputPattern`` matches; a ``[y/n]``-style
