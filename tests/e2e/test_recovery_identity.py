@@ -14,11 +14,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil._pslinux as pslinux
 import pytest
 
 from baton.config import Config
 from baton.engine.engine import Engine
 from baton.engine.recovery import recover
+from baton.proc_identity import LINUX, LinuxProc
 from baton.store import Store
 from baton.supervisor import procs
 from baton.surfaces import POLICIES
@@ -140,3 +142,55 @@ def test_recovery_kills_the_rest_of_our_group_after_its_leader_died(engine: Engi
     finally:
         if procs.start_time(child) is not None:
             os.kill(child, 9)
+
+
+def test_recovery_kills_our_group_after_the_boot_time_moved(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: a worker's recorded start time is epoch seconds computed from the kernel's boot
+    time, which a clock step (NTP, a VM restore) moves by whole seconds; the group a crash left
+    behind is still ours and still killed when the boot time reads back 1 s off."""
+    marker = procs.new_marker()
+    env = {**os.environ, procs.MARKER_ENV: marker}
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True, env=env
+    )
+    try:
+        time.sleep(0.3)
+        started = procs.start_time(leader.pid)
+        assert started is not None
+        record(engine, leader.pid, started, marker)
+        real = LINUX.boot_time()
+        monkeypatch.setattr(pslinux, "boot_time", lambda: real + 1.0)
+        monkeypatch.setattr(LinuxProc, "boot_time", lambda self: real + 1.0)
+        assert procs.start_time(leader.pid) != started  # what Baton reads did move
+        recover(engine.store, POLICIES(engine.config).values())
+        assert leader.wait(5) == -9
+        assert engine.store.unreaped_workers() == []
+    finally:
+        if leader.poll() is None:
+            leader.kill()
+            leader.wait()
+
+
+def test_a_start_off_by_a_fraction_of_a_second_is_not_our_leader() -> None:
+    """The whole-second allowance is no wildcard: for a group that carries our marker, a recorded
+    start half a second off names another leader; a row from before markers needs the exact
+    start."""
+    marker = procs.new_marker()
+    env = {**os.environ, procs.MARKER_ENV: marker}
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True, env=env
+    )
+    try:
+        time.sleep(0.3)
+        started = procs.start_time(leader.pid)
+        assert started is not None
+        assert procs.ours(procs.WorkerGroup(leader.pid, started, marker))
+        assert procs.ours(procs.WorkerGroup(leader.pid, started - 1.0, marker))
+        assert not procs.ours(procs.WorkerGroup(leader.pid, started - 0.5, marker))
+        assert not procs.ours(procs.WorkerGroup(leader.pid, started - 1.0, None))
+        assert procs.ours(procs.WorkerGroup(leader.pid, started, None))
+    finally:
+        leader.kill()
+        leader.wait()

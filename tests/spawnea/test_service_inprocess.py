@@ -9,7 +9,9 @@ cursors, rename and activate, worktrees and finalization requests.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -197,3 +199,47 @@ async def test_worktree_root_child_preflight_and_finalization_requests(
             == before
         )
         assert root != child_id
+
+
+async def test_a_prompt_refused_because_the_agent_is_busy_says_nothing_was_typed(
+    service: SpawneaService,
+) -> None:
+    """Issue 21: a prompt refused before typing (the agent was working) said "the text was typed
+    but Enter could not be confirmed ... blocked", untrue on both counts. The refusal says what
+    happened, the turn keeps its reason (``agent_busy``), and the session takes the prompt once
+    the agent is idle again."""
+    scope = Scope("bootstrap")
+    async with connect(service, scope) as client:
+        root = (await call(client, "spawnea_create_session", CREATE))["rootSessionId"]
+        # Someone typed a slow request straight into the pane (as after a re-adoption, Baton
+        # believes the session idle while the agent works).
+        socket = service.state.socket_path
+        listed = await asyncio.to_thread(tmux, socket, "list-panes", "-a", "-F", "#{pane_id}")
+        pane = listed.split()
+        assert len(pane) == 1, pane
+        slow = script({"text": "a b c d", "chunks": 4, "delayMs": 1800})  # 7 s, the wait is 5 s
+        await asyncio.to_thread(tmux, socket, "send-keys", "-t", pane[0], "-l", "--", slow)
+        await asyncio.to_thread(tmux, socket, "send-keys", "-t", pane[0], "Enter")
+        await asyncio.sleep(0.5)
+        refused = await call(
+            client, "spawnea_send_prompt", {"target": root, "prompt": script({"text": "later"})}
+        )
+        assert refused["delivered"] is False and refused["status"] == "failed", refused
+        message = refused["message"]
+        assert "nothing was typed" in message and "busy" in message, message
+        assert "Enter could not be confirmed" not in message and "blocked until" not in message
+        assert "later" not in typed_into_panes(service), "the refused prompt reached the pane"
+        turn = await call(client, "spawnea_get_turn", {"turnId": refused["turnId"]})
+        assert turn["status"] == "failed" and turn["reason"] == "agent_busy", turn
+        # Not blocked: once the agent is idle again, the prompt is taken.
+        sent = await call(
+            client, "spawnea_send_prompt", {"target": root, "prompt": script({"text": "later"})}
+        )
+        assert sent["delivered"] is True, sent
+
+
+def tmux(socket: str, *args: str) -> str:
+    done = subprocess.run(
+        ["tmux", "-S", socket, *args], capture_output=True, text=True, check=True, timeout=10
+    )
+    return done.stdout

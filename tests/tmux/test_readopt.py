@@ -69,7 +69,10 @@ def test_stale_attachments_are_refused_without_touching_anything(place: Place, t
     async def scenario() -> None:
         session = await TmuxHarness("generic").open(spec, Recorder())
         attach = session.attachment
-        reused = {**attach, "paneStartTime": attach["paneStartTime"] - 60}
+        # Another process on the recorded pid: it started 60 s (at 100 Hz) later.
+        recorded = attach["paneProcess"]
+        later = {**recorded, "startTicks": recorded["startTicks"] + 6000}
+        reused = {**attach, "paneProcess": later}
         assert (await check_attachment(reused)).reason == "start_time_mismatch"
         assert (
             await check_attachment({**attach, "panePid": attach["panePid"] + 1})

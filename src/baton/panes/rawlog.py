@@ -7,7 +7,7 @@ pane that runs for days cannot fill the disk. ``pipe-pane`` has no rotation of i
 truncating a file another process appends to loses offsets; fixed-size segments keep every byte's
 *absolute* offset (``segment * SEGMENT_BYTES + position``) for the life of the pane. The writer is
 a child of the tmux server, so it outlives Baton with the pane, and re-adoption finds it running
-(``pipe-pane -o`` does not open a second one).
+and leaves it alone (``harnesses.tmux.pipe_once``: tmux's ``pipe-pane -o`` would close it).
 
 Reading. :class:`RawLog` maps absolute offsets onto the segments. A cursor whose bytes were rotated
 away is reported ``expired`` (WAVE2 §8.2: ``cursorExpired``).

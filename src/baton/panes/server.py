@@ -322,7 +322,3 @@ class TmuxPane:
             with contextlib.suppress(TmuxError):
                 await self.server.run("delete-buffer", "-b", name)
             raise
-
-    async def pipe(self, command: str) -> None:
-        """Pipe the pane's output to ``command`` unless a pipe is already open (``-o``)."""
-        await self.server.run("pipe-pane", "-o", "-t", self.pane_id, command)

@@ -11,9 +11,11 @@ Why it looks like this:
   the number can be handed to an unrelated group. Start times cannot prove ownership either: an
   unrelated process that took the number necessarily started *later* than our worker. So every
   worker carries a marker, a random token in its environment (:data:`MARKER_ENV`) that the agent
-  and its tools inherit. A group is ours only if (a) its leader, when still alive, has exactly the
-  recorded start time, and (b) at least one member carries our marker. A group id stays allocated
-  while any member lives, so one marked member proves the whole group is still the one we made.
+  and its tools inherit. A group is ours only if (a) its leader, when still alive, has the
+  recorded start time (up to whole-second moves of the kernel's boot time, which a clock step
+  causes: :func:`_same_leader`), and (b) at least one member carries our marker. A group id
+  stays allocated while any member lives, so one marked member proves the whole group is still
+  the one we made.
   Rows recorded before markers existed are only killed when the leader is alive with exactly the
   recorded start time.
 """
@@ -28,6 +30,8 @@ import time
 from dataclasses import dataclass
 
 import psutil
+
+from baton.proc_identity import from_legacy
 
 #: Environment variable holding a worker's marker; inherited by everything the worker starts.
 MARKER_ENV = "BATON_WORKER_MARKER"
@@ -118,13 +122,28 @@ def ours(group: WorkerGroup) -> bool:
     if not members:
         return False
     leader = next((p for p in members if p.pid == group.pgid), None)
-    if leader is not None:
-        started = start_time(leader.pid)
-        if started is None or abs(started - group.started) > _SAME_START_S:
-            return False  # the number now belongs to another process's group
+    if leader is not None and not _same_leader(leader.pid, group):
+        return False  # the number now belongs to another process's group
     if group.marker is None:
         return leader is not None and group.started > psutil.boot_time()
     return any(_marked(p, group.marker) for p in members)
+
+
+def _same_leader(pid: int, group: WorkerGroup) -> bool:
+    """True if ``pid`` is the leader recorded in ``group`` (started at ``group.started``).
+
+    The recorded start is epoch seconds from psutil: the kernel's boot time, which every step
+    of the wall clock (NTP, a VM restore) moves by whole seconds, plus the start in clock ticks.
+    A marked group's marker is what proves it ours (a group id stays allocated while any marked
+    member lives), so for it a whole-second move of the boot time is allowed, as long as the
+    fraction of the second agrees to one tick (``proc_identity.from_legacy``); the rows are not
+    changed (``started`` is part of their key). A row from before markers has no such proof and
+    still needs the exact start (:data:`_SAME_START_S`).
+    """
+    if group.marker is not None:
+        return from_legacy(pid, group.started, whole_second_shift_ok=True) is not None
+    started = start_time(pid)
+    return started is not None and abs(started - group.started) <= _SAME_START_S
 
 
 def kill_recorded_group(group: WorkerGroup, wait_s: float = 5.0) -> bool:

@@ -119,13 +119,36 @@ class Prompting:
         )
         state.turns.add(turn)
         await hosted.submit(turn, prompt, wait_s=DELIVERY_WAIT_S)
-        message = (
-            "delivered; follow the turn with spawnea_get_turn"
-            if turn.delivered
-            else "the text was typed but Enter could not be confirmed; do not resend it: the "
+        return _sent(turn, delivery_message(turn))
+
+
+def delivery_message(turn: SpawneaTurn) -> str:
+    """What ``spawnea_send_prompt`` says about a new turn's delivery once the wait is over.
+
+    Four cases, told apart by the turn (the harness's outcome, ``hosted.finished``): delivered;
+    refused before anything was typed (a ``failed`` turn that was never delivered: the tmux
+    harness fails a turn before typing only, ``agent_busy`` when the agent is not at an empty
+    idle prompt, ``agent_exited`` when its pane is gone); typed but Enter not confirmed
+    (``unknown``: the session is blocked, the prompt must not be resent); still unconfirmed when
+    the wait ended (the turn goes on and ends in one of the others).
+    """
+    if turn.delivered:
+        return "delivered; follow the turn with spawnea_get_turn"
+    if turn.status == "failed":
+        why = turn.message or turn.reason or "refused"
+        if turn.reason == "agent_busy":
+            return (
+                f"not delivered: nothing was typed, because the agent is busy ({why}). The "
+                "session is not blocked: wait until the agent is idle (its turn ended, its "
+                "input box empty), then send the prompt again"
+            )
+        return f"not delivered: nothing was typed ({why})"
+    if turn.status == "unknown":
+        return (
+            "the text was typed but Enter could not be confirmed; do not resend it: the "
             "session is blocked until an operator checks its pane"
         )
-        return _sent(turn, message)
+    return "delivery is not confirmed yet; do not resend it: follow the turn with spawnea_get_turn"
 
 
 def _sent(turn: SpawneaTurn, message: str) -> PromptSent:

@@ -5,12 +5,8 @@ See ``docs/tmux-harness.md`` for what each adapter needs and what ``completionBa
 
 from __future__ import annotations
 
-from baton.harnesses.tmux.harness import (
-    AttachmentStatus,
-    TmuxHarness,
-    capabilities_for,
-    check_attachment,
-)
+from baton.harnesses.tmux.attachment_check import AttachmentStatus, check_attachment
+from baton.harnesses.tmux.harness import TmuxHarness, capabilities_for
 from baton.harnesses.tmux.options import Attachment, TmuxOptions
 from baton.harnesses.tmux.session import PaneTurn, TmuxAgentSession
 

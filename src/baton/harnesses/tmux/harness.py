@@ -6,7 +6,10 @@ agent HOME, start the program through the launcher (environment from a private f
 as the only pane of a new detached session on Baton's private server, pipe its output into the raw
 log in the same tmux call, and wait for readiness: the adapter's ready marker, no dialog, and the
 screen holding for the settle time. Re-adoption (§9.6): the recorded pane must still exist with the
-recorded pid, and that pid must still be the process that started at the recorded time.
+recorded pid, and that pid must still be the recorded process (:mod:`baton.proc_identity`: its
+start in clock ticks since boot and the boot id, which no clock step moves; a legacy attachment's
+epoch start time is read once through ``from_legacy``). The pane's raw-log pipe is opened only
+where none is open (:mod:`~baton.harnesses.tmux.pipe_once`: tmux's ``pipe-pane -o`` would close it).
 
 Both report ``AgentStarted`` (the pane's pid) and, once the session is usable, ``Opened`` with
 what the agent is doing (:func:`observed_at_adoption`). The harness runs in the daemon (registry
@@ -21,20 +24,25 @@ import contextlib
 import os
 import shutil
 import sys
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from baton import proc_identity
+from baton.harnesses.tmux import pipe_once
 from baton.harnesses.tmux.adapters import (
     ClaudeAdapter,
     CodexAdapter,
     DroidAdapter,
     GenericAdapter,
     TuiAdapter,
+)
+from baton.harnesses.tmux.attachment_check import (
+    check_attachment,
+    exited,
+    recorded_identity,
 )
 from baton.harnesses.tmux.files import FilesContext
 from baton.harnesses.tmux.monitor import PaneMonitor
@@ -49,7 +57,7 @@ from baton.harnesses.tmux.startup import (
     write_launch_file,
 )
 from baton.hosts import LOCAL_HOST_ID, Host
-from baton.panes import launcher, procs, rawlog
+from baton.panes import launcher, rawlog
 from baton.panes.names import session_name
 from baton.panes.redact import secret_values
 from baton.panes.server import TmuxError, TmuxServer
@@ -80,37 +88,6 @@ def adapter_for(options: TmuxOptions, ready_line: str | None = None) -> TuiAdapt
 def capabilities_for(adapter: AdapterName | None) -> HarnessCapabilities:
     """The tmux harness's capabilities with ``adapter`` (exact turn ends except for ``generic``)."""
     return HarnessCapabilities(exact_turn_end=adapter is not None and adapter != "generic")
-
-
-@dataclass(frozen=True, slots=True)
-class AttachmentStatus:
-    """Whether a recorded pane can be re-adopted: ``alive``, else why not (``reason``:
-    ``no_server``, ``pane_gone``, ``session_mismatch``, ``pid_mismatch``,
-    ``start_time_mismatch``, ``invalid``)."""
-
-    alive: bool
-    reason: str
-
-
-async def check_attachment(attach: Mapping[str, Any] | Attachment) -> AttachmentStatus:
-    """Check a recorded attachment without adopting it (WAVE2 §9.6): the pane exists in the
-    recorded session with the recorded pid, and that pid is the process that started at the
-    recorded time. Makes no change to tmux or the pane."""
-    try:
-        record = attach if isinstance(attach, Attachment) else Attachment.model_validate(attach)
-    except ValidationError:
-        return AttachmentStatus(False, "invalid")
-    server = TmuxServer(Path(record.socketPath))
-    info = await server.pane_info(record.paneId)
-    if info is None:
-        return AttachmentStatus(False, "pane_gone" if await server.server_pid() else "no_server")
-    if info.session_name != record.sessionName:
-        return AttachmentStatus(False, "session_mismatch")
-    if info.pane_pid != record.panePid:
-        return AttachmentStatus(False, "pid_mismatch")
-    if not await asyncio.to_thread(procs.same_process, record.panePid, record.paneStartTime):
-        return AttachmentStatus(False, "start_time_mismatch")
-    return AttachmentStatus(True, "alive")
 
 
 def build(options: Mapping[str, Any], machine: Host | None = None) -> TmuxHarness:
@@ -213,8 +190,12 @@ class TmuxHarness:
                 f"not {options.adapter!r}",
             )
         status = await check_attachment(attach)
-        if not status.alive:
+        if not status.alive or status.identity is None:
             raise NotAdoptable(f"the recorded pane cannot be re-adopted: {status.reason}")
+        if attach.paneProcess is None:  # a legacy attachment: record the identity from now on
+            attach = attach.model_copy(
+                update={"paneProcess": status.identity.to_json(), "paneStartTime": None}
+            )
         scratch = options.log_dir()
         await asyncio.to_thread(private_dirs, Path(options.socketPath).parent, scratch)
         server = TmuxServer(Path(attach.socketPath))
@@ -223,7 +204,8 @@ class TmuxHarness:
         env.setdefault("HOME", attach.home)
         ctx = _context(server, adapter, options, spec, scratch, attach, {**os.environ, **env})
         with contextlib.suppress(TmuxError):
-            await ctx.pane.pipe(pipe_command(attach.rawLog))  # -o: only if the old pipe died
+            # Only if no pipe is open (the old writer survives the daemon); -o would close it.
+            await server.run(*pipe_once.ensure_args(attach.paneId, pipe_command(attach.rawLog)))
         await ctx.monitor.refresh()
         emit(AgentStarted(pid=attach.panePid))
         session = TmuxAgentSession(ctx, emit, adopted=True, seeded=[])
@@ -284,13 +266,15 @@ class TmuxHarness:
             with contextlib.suppress(OSError):
                 spec_file.unlink()
             raise HarnessError("tmux_failed", f"tmux could not start the session: {exc}") from None
-        started = await asyncio.to_thread(procs.start_time, info.pane_pid)
+        identity = await asyncio.to_thread(proc_identity.identify, info.pane_pid)
         attach = Attachment(
             socketPath=options.socketPath,
             sessionName=name,
             paneId=info.pane_id,
             panePid=info.pane_pid,
-            paneStartTime=started or time.time(),
+            # A program that already exited has no identity; the placeholder (start tick 0 of
+            # this boot) matches no live process, so such a pane is never re-adopted.
+            paneProcess=(identity or exited(info.pane_pid)).to_json(),
             adapter=options.adapter,
             workspace=workspace,
             home=home,
@@ -300,7 +284,7 @@ class TmuxHarness:
         emit(AgentStarted(pid=info.pane_pid))
         session = TmuxAgentSession(ctx, emit, adopted=False, seeded=seeded)
         try:
-            await await_ready(ctx, spec.setup_timeout_s, started is not None)
+            await await_ready(ctx, spec.setup_timeout_s, identity is not None)
         except BaseException:
             await session.close()
             raise
@@ -346,7 +330,7 @@ def _context(
         pane=pane,
         adapter=adapter,
         options=options,
-        monitor=PaneMonitor(pane, adapter, log, attach.panePid, attach.paneStartTime),
+        monitor=PaneMonitor(pane, adapter, log, attach.panePid, recorded_identity(attach)),
         rawlog=log,
         files=files,
         scratch=scratch,

@@ -3,8 +3,9 @@
 The monitor polls (tmux has no push channel short of control mode, and one control client per
 pane would be one more long-lived process per agent). It stays cheap while a pane is idle: every
 tick costs a ``kill(pid, 0)`` and a ``stat`` of the raw log, and the screen is captured (one tmux
-call) only when the log grew, or at a floor rate during a turn. The process's start time and the
-pane's presence in tmux are checked every few seconds, so a reused pid or a killed pane is noticed.
+call) only when the log grew, or at a floor rate during a turn. The process's identity
+(:mod:`baton.proc_identity`, immune to clock steps) and the pane's presence in tmux are checked
+every few seconds, so a reused pid or a killed pane is noticed.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from baton import proc_identity
 from baton.aio import cancel_and_wait
 from baton.harnesses.tmux.adapters.base import Screen, ScreenState, TuiAdapter
 from baton.panes import procs
 from baton.panes.rawlog import RawLog
 from baton.panes.server import TmuxError, TmuxPane
+from baton.proc_identity import ProcessIdentity
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +61,14 @@ class PaneMonitor:
         adapter: TuiAdapter,
         rawlog: RawLog,
         pid: int,
-        started: float,
+        identity: ProcessIdentity,
         on_state: Callable[[ScreenState | None], None] | None = None,
     ) -> None:
         self.pane = pane
         self.adapter = adapter
         self.rawlog = rawlog
         self.pid = pid
-        self.started = started
+        self.identity = identity
         self.busy = False
         self.on_state = on_state
         now = time.monotonic()
@@ -161,7 +164,7 @@ class PaneMonitor:
             now = time.monotonic()
             if alive and now - self._last_identity >= IDENTITY_EVERY_S:
                 self._last_identity = now
-                alive = procs.same_process(self.pid, self.started) and (
+                alive = proc_identity.same_process(self.identity) and (
                     await self.pane.server.pane_info(self.pane.pane_id) is not None
                 )
             if not alive:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from baton.config.keys import ExitCommand, KeyName
+from baton.proc_identity import ProcessIdentity
 
 AdapterName = Literal["droid", "claude", "codex", "generic"]
 
@@ -61,9 +62,14 @@ class Attachment(BaseModel):
     """tmux's pane id (``%N``), unique within the server."""
     panePid: int = Field(gt=0)
     """The pane's process (the agent, after the launcher's exec)."""
-    paneStartTime: float = Field(gt=0)
-    """That process's start time (seconds since the epoch): a pid with another start time is
-    another process."""
+    paneProcess: dict[str, Any] | None = None
+    """That process's identity (:meth:`baton.proc_identity.ProcessIdentity.to_json`: pid, start
+    in clock ticks since boot, boot id, namespaces), which no clock step can change. Written by
+    every launch; an attachment without it is from a Baton before it (``paneStartTime``)."""
+    paneStartTime: float | None = Field(default=None, gt=0)
+    """Legacy: the process's start time in seconds since the epoch, as Baton recorded it before
+    ``paneProcess``. Read once, through :func:`baton.proc_identity.from_legacy`, when such a pane
+    is re-adopted; the re-adopted session's attachment carries ``paneProcess`` instead."""
     adapter: AdapterName
     """The adapter that drives it."""
     workspace: AbsolutePath
@@ -75,6 +81,19 @@ class Attachment(BaseModel):
     readyLine: str | None = None
     """Generic adapter only: the screen's last line when the program was first ready (its idle
     prompt, used when no ``idlePattern`` is configured)."""
+
+    @model_validator(mode="after")
+    def _names_its_process(self) -> Attachment:
+        if self.paneProcess is None and self.paneStartTime is None:
+            raise ValueError("an attachment needs paneProcess (or a legacy paneStartTime)")
+        if self.paneProcess is not None:
+            ProcessIdentity.from_json(self.paneProcess)  # ValueError: not an identity
+        return self
+
+    def identity(self) -> ProcessIdentity | None:
+        """The recorded :class:`~baton.proc_identity.ProcessIdentity` (None for a legacy
+        attachment that has only ``paneStartTime``)."""
+        return None if self.paneProcess is None else ProcessIdentity.from_json(self.paneProcess)
 
 
 class TmuxOptions(BaseModel):

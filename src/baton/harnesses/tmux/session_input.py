@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import time
 
+from baton import proc_identity
 from baton.config.keys import unknown_keys
 from baton.harnesses.tmux.adapters.base import Screen
 from baton.harnesses.tmux.adapters.dialogs import Answer
 from baton.harnesses.tmux.answering import TYPED_MAX
 from baton.harnesses.tmux.monitor import Observation
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.panes import procs
 from baton.panes.server import TmuxError
 from baton.session.errors import AnswerRefused
 from baton.session.prompts import Choose, Decline, PromptAnswer, PromptRequest, Reply, Text
@@ -133,9 +133,9 @@ async def exit_politely(ctx: PaneContext, deadline: float) -> bool:
         await ctx.pane.keys("Enter")
     except TmuxError:
         return False
-    pid, started = ctx.attach.panePid, ctx.attach.paneStartTime
+    identity = ctx.monitor.identity
     while time.monotonic() < deadline:
-        if not procs.same_process(pid, started):
+        if not proc_identity.same_process(identity):
             return True
         await asyncio.sleep(0.05)
     return False
