@@ -26,7 +26,7 @@ def test_pane_survives_sigkill_of_its_holder_and_is_readopted(place: Place, tag:
         session = await TmuxHarness("generic").adopt(readopt(spec), attach, recorder)
         assert session.settings["adopted"] is True
         assert session.pane_pid == attach["panePid"]
-        # What the adopted agent is doing: idle (the screen alone cannot tell more yet).
+        # What the adopted agent is doing, read off its screen: idle (it waits at its prompt).
         assert [(o.agent_session_id, o.observed) for o in recorder.opened] == [
             (attach["sessionName"], "idle")
         ]
