@@ -71,8 +71,8 @@ async def test_after_kill_9_a_question_and_a_working_turn_are_recovered(
             sent = await call(client, "spawnea_send_prompt", {"target": asker, "prompt": ask})
             assert sent["delivered"] is True
             await until_status(client, sent["turnId"], "needs_input")
-            # Three chunks 3 s apart: the worker is still on its answer after the restart.
-            slow = script({"text": "aaaabbbbcccc", "chunks": 3, "delayMs": 3000})
+            # Four chunks 4 s apart (12 s): the worker is still on its answer after the restart.
+            slow = script({"text": "aaaabbbbcccc", "chunks": 4, "delayMs": 4000})
             sent = await call(client, "spawnea_send_prompt", {"target": worker, "prompt": slow})
             assert sent["delivered"] is True
         before = await panes(site)
@@ -101,10 +101,14 @@ async def test_after_kill_9_a_question_and_a_working_turn_are_recovered(
             assert answered["turnId"] == asked_turn
             done = await until_status(own, asked_turn, "completed")
             assert "went on" in str(done["output"]), done
+            assert done["completionBasis"] == "screen_idle", done
 
             # The working turn's end is noticed; the session is idle again.
             worked_turn = str(sessions[worker]["lastTurnId"])
-            await until_status(own, worked_turn, "completed")
+            worked = await until_status(own, worked_turn, "completed")
+            # Its prompt was never seen by this daemon: the end rests on the screen alone.
+            assert worked["completionBasis"] == "screen_idle", worked
+            assert "cccc" in str(worked["output"]), worked
             for name in ("asker", "worker"):
                 sent = await call(
                     own, "spawnea_send_prompt", {"target": name, "prompt": script({"text": name})}
