@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,8 @@ from baton.harnesses.acp import AcpHarness
 from baton.harnesses.acp.session import AcpAgentSession
 from baton.harnesses.base import SessionSpec, TurnInput
 from tests.harness_conformance import RecordingSink, ScriptedPolicy
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class PersistingSink(RecordingSink):
@@ -64,6 +69,41 @@ async def hold(raw: str, state_file: str, prompt: str) -> None:
     sink.persist()
     await session.submit(TurnInput(turn_id=str(uuid.uuid4()), prompt=prompt), sink)
     await asyncio.Event().wait()
+
+
+def hold_until(
+    spec: SessionSpec, prompt: str, state_file: Path, done: str, times: int = 1
+) -> dict[str, Any]:
+    """Run this holder in a process of its own until the host's journal holds ``done``
+    ``times`` times, then SIGKILL it (a daemon killed with ``kill -9``); the holder's last
+    persisted state (``attach``, ``cursor``, ``text``)."""
+    payload = json.dumps({"workspace": spec.workspace, "options": dict(spec.options)})
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests.acp.holder", payload, str(state_file), prompt], cwd=REPO
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert holder.poll() is None, "the holder died by itself"
+            assert time.monotonic() < deadline, f"the session never reached {done}"
+            if state_file.exists():
+                state = json.loads(state_file.read_text())
+                journal = Path(state["attach"]["journal"]).read_text()
+                if journal.count(done) >= times:
+                    break
+            time.sleep(0.05)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+    persisted: dict[str, Any] = json.loads(state_file.read_text())
+    return persisted
+
+
+def adopt_spec(spec: SessionSpec, state: dict[str, Any]) -> SessionSpec:
+    """``spec`` re-adopting the persisted ``state``'s attachment from its cursor."""
+    options = {k: v for k, v in spec.options.items() if k != "command"}
+    options |= {"attach": state["attach"], "cursor": state["cursor"]}
+    return SessionSpec(workspace=spec.workspace, autonomy="high", options=options)
 
 
 if __name__ == "__main__":

@@ -7,52 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 from baton.harnesses.acp import AcpHarness
 from baton.harnesses.acp.session import AcpAgentSession
-from baton.harnesses.base import SessionSpec, Succeeded
-from tests.acp.conftest import REPO, fake_spec
+from baton.harnesses.base import Succeeded
+from tests.acp.conftest import fake_spec
+from tests.acp.holder import adopt_spec, hold_until
 from tests.harness_conformance import RecordingSink, ScriptedPolicy
 from tests.tmux.agents import Place
-
-
-def _hold_until(
-    spec: SessionSpec, prompt: str, state_file: Path, done: str, times: int = 1
-) -> dict[str, Any]:
-    """Run the holder until the host's journal holds ``done`` ``times`` times, then SIGKILL
-    it; the holder's last persisted state."""
-    payload = json.dumps({"workspace": spec.workspace, "options": dict(spec.options)})
-    holder = subprocess.Popen(
-        [sys.executable, "-m", "tests.acp.holder", payload, str(state_file), prompt], cwd=REPO
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert holder.poll() is None, "the holder died by itself"
-            assert time.monotonic() < deadline, f"the session never reached {done}"
-            if state_file.exists():
-                state = json.loads(state_file.read_text())
-                journal = Path(state["attach"]["journal"]).read_text()
-                if journal.count(done) >= times:
-                    break
-            time.sleep(0.05)
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=10)
-    persisted: dict[str, Any] = json.loads(state_file.read_text())
-    return persisted
-
-
-def _adopt_spec(spec: SessionSpec, state: dict[str, Any]) -> SessionSpec:
-    options = {k: v for k, v in spec.options.items() if k != "command"}
-    options |= {"attach": state["attach"], "cursor": state["cursor"]}
-    return SessionSpec(workspace=spec.workspace, autonomy="high", options=options)
 
 
 def test_readopt_after_sigkill_mid_stream_is_exact(place: Place, tag: str, tmp_path: Path) -> None:
@@ -61,12 +24,12 @@ def test_readopt_after_sigkill_mid_stream_is_exact(place: Place, tag: str, tmp_p
         {"steps": [{"text": words, "chunks": 30, "delayMs": 150}]}
     )
     spec = fake_spec(place, tag)
-    state = _hold_until(spec, prompt, tmp_path / "state.json", '"kind":"text"', 6)
+    state = hold_until(spec, prompt, tmp_path / "state.json", '"kind":"text"', 6)
 
     async def adopt() -> None:
         sink = RecordingSink()
         session = await AcpHarness().open(
-            _adopt_spec(spec, state), sink, ScriptedPolicy(lambda r: None)
+            adopt_spec(spec, state), sink, ScriptedPolicy(lambda r: None)
         )
         assert isinstance(session, AcpAgentSession)
         try:
@@ -92,12 +55,12 @@ def test_readopt_after_sigkill_while_permission_pending(
     target = Path(spec.workspace) / "after-readopt.txt"
     step = {"permission": {"title": "Write it"}, "write": {"path": str(target), "content": "x"}}
     prompt = "FAKE-SCRIPT: " + json.dumps({"steps": [step, {"text": "written"}]})
-    state = _hold_until(spec, prompt, tmp_path / "state.json", '"state":"needs_input"')
+    state = hold_until(spec, prompt, tmp_path / "state.json", '"state":"needs_input"')
 
     async def adopt() -> None:
         sink = RecordingSink()
         policy = ScriptedPolicy(lambda request: None)
-        session = await AcpHarness().open(_adopt_spec(spec, state), sink, policy)
+        session = await AcpHarness().open(adopt_spec(spec, state), sink, policy)
         assert isinstance(session, AcpAgentSession)
         try:
             assert session.state == "needs_input", session.snapshot

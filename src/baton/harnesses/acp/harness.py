@@ -6,7 +6,9 @@ Launch: validate the options, write the profile's first-run configuration into a
 ``python -I -m baton.harnesses.acp.pane_host SPEC`` as the only pane of a new detached tmux
 session in the workspace, connect to the host's socket and wait for the session to open (or for
 the host's report of why it did not). Re-adoption: the recorded pane must still run the recorded
-process; the host is asked for every record after the caller's cursor.
+process (:mod:`~baton.harnesses.acp.host_process`: its start in clock ticks since boot and the
+boot id, which no clock step moves; a legacy attachment's epoch start time is read once and
+replaced); the host is asked for every record after the caller's cursor.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from baton import proc_identity
+from baton.harnesses.acp.host_process import check_host, launched
 from baton.harnesses.acp.journal import read_journal
 from baton.harnesses.acp.link import HostGone, HostLink
 from baton.harnesses.acp.options import AcpAttachment, AcpOptions, HostSpec
@@ -36,7 +40,6 @@ from baton.harnesses.base import (
     SessionSink,
     SessionSpec,
 )
-from baton.panes import procs
 from baton.panes.names import session_name
 from baton.panes.server import TmuxError, TmuxServer
 
@@ -151,13 +154,13 @@ async def _launch(
         with contextlib.suppress(OSError):
             spec_file.unlink()
         raise HarnessError("tmux_failed", f"tmux could not start the session: {exc}") from None
-    started = await asyncio.to_thread(procs.start_time, int(pane_pid))
+    identity = await launched(int(pane_pid))
     attach = AcpAttachment(
         socketPath=options.socketPath,
         sessionName=name,
         paneId=pane_id,
         panePid=int(pane_pid),
-        paneStartTime=started or time.time(),
+        paneProcess=identity.to_json(),
         hostSocket=host_socket,
         journal=host_spec.journal,
         workspace=workspace,
@@ -194,8 +197,13 @@ async def _adopt(
     sink: SessionSink,
     prompts: PromptPolicy,
 ) -> AcpAgentSession:
-    if not await asyncio.to_thread(procs.same_process, attach.panePid, attach.paneStartTime):
-        raise HarnessError("attach_failed", _host_failure(attach, "the pane host is gone"))
+    status = await check_host(attach)
+    if not status.alive or status.identity is None:
+        raise HarnessError("attach_failed", _host_failure(attach, status.why))
+    if attach.paneProcess is None:  # a legacy attachment: record the identity from now on
+        attach = attach.model_copy(
+            update={"paneProcess": status.identity.to_json(), "paneStartTime": None}
+        )
     session = AcpAgentSession(
         attach,
         sink,
@@ -219,8 +227,9 @@ async def _connect(
     """Connect to the host's socket once it exists (the host creates it first thing)."""
     deadline = time.monotonic() + timeout_s
     path = Path(attach.hostSocket)
+    identity = attach.identity()
     while not await asyncio.to_thread(path.exists):
-        if not await asyncio.to_thread(procs.same_process, attach.panePid, attach.paneStartTime):
+        if identity is None or not await asyncio.to_thread(proc_identity.same_process, identity):
             raise HostGone("the pane host exited before it listened")
         if time.monotonic() > deadline:
             raise HostGone(f"the pane host did not listen within {timeout_s:g} s")

@@ -8,10 +8,12 @@ changes behaviour.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from baton.harnesses.tmux.options import AbsolutePath, SocketPath
+from baton.proc_identity import ProcessIdentity
 
 _SESSION_NAME = r"^[A-Za-z0-9_-]{1,80}$"
 
@@ -29,15 +31,36 @@ class AcpAttachment(BaseModel):
     paneId: str = Field(pattern=r"^%\d+$")
     panePid: int = Field(gt=0)
     """The pane host's pid."""
-    paneStartTime: float = Field(gt=0)
-    """Its start time (seconds since the epoch): a pid with another start time is another
-    process."""
+    paneProcess: dict[str, Any] | None = None
+    """The pane host's identity (:meth:`baton.proc_identity.ProcessIdentity.to_json`: pid, start
+    in clock ticks since boot, boot id, namespaces), which no clock step can change: a pid with
+    another identity is another process. Written by every launch; an attachment without it is
+    from a Baton before it (``paneStartTime``)."""
+    paneStartTime: float | None = Field(default=None, gt=0)
+    """Legacy: the pane host's start time in seconds since the epoch, as Baton recorded it before
+    ``paneProcess``. Read once, through :func:`baton.proc_identity.from_legacy`, when such a host
+    is re-adopted; the re-adopted session's ``attach`` carries ``paneProcess`` instead."""
     hostSocket: AbsolutePath
     """The pane host's private Unix socket."""
     journal: AbsolutePath
     """The pane host's journal file (read when the host itself is gone)."""
     workspace: AbsolutePath
     profile: str
+
+    @model_validator(mode="after")
+    def _names_its_process(self) -> AcpAttachment:
+        if self.paneProcess is None and self.paneStartTime is None:
+            raise ValueError("an attachment needs paneProcess (or a legacy paneStartTime)")
+        identity = self.identity()
+        if identity is not None and identity.pid != self.panePid:
+            raise ValueError("paneProcess names another pid than panePid")
+        return self
+
+    def identity(self) -> ProcessIdentity | None:
+        """The recorded pane host's :class:`~baton.proc_identity.ProcessIdentity` (None for a
+        legacy attachment that has only ``paneStartTime``). Raises ``ValueError`` when
+        ``paneProcess`` is not an identity."""
+        return None if self.paneProcess is None else ProcessIdentity.from_json(self.paneProcess)
 
 
 class AcpOptions(BaseModel):

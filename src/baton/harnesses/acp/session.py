@@ -60,6 +60,7 @@ from baton.harnesses.base import (
 )
 from baton.panes import procs
 from baton.panes.server import TmuxServer
+from baton.proc_identity import same_process
 
 
 class AcpAgentSession:
@@ -354,7 +355,8 @@ class _OpenFailed(Exception):
 async def _end_pane(attach: AcpAttachment) -> None:
     """Kill the tmux session and make sure the host's process tree (the agent too) is gone."""
     left = []
-    if await asyncio.to_thread(procs.same_process, attach.panePid, attach.paneStartTime):
+    identity = attach.identity()  # always recorded: a legacy attachment is upgraded at adoption
+    if identity is not None and await asyncio.to_thread(same_process, identity):
         left = await asyncio.to_thread(procs.tree, attach.panePid)
     await TmuxServer(Path(attach.socketPath)).kill_session(attach.sessionName)
     if left:
