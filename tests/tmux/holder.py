@@ -1,7 +1,9 @@
 """A process that opens a tmux session and holds it (the monitor keeps running) until killed.
 
 ``python -m tests.tmux.holder SPEC_JSON``: SPEC_JSON holds ``workspace``, ``options`` and
-``setup_timeout_s``. Prints one line, the session's attachment as JSON, once it is ready.
+``setup_timeout_s``, and optionally ``prompt``: a turn submitted once the session is ready, then
+held until the screen shows ``until`` (``needs_input``: its dialog, or ``working``). Prints one
+line, the session's attachment as JSON, once it is ready (and the turn got there).
 :func:`hold_then_sigkill` runs it and kills it, as a daemon killed with ``kill -9``.
 """
 
@@ -16,18 +18,23 @@ import sys
 from typing import Any
 
 from baton.harnesses.tmux import TmuxHarness
-from baton.session import SessionSpec
+from baton.session import SessionSpec, TurnInput
 from tests.tmux.agents import REPO
 from tests.tmux.recorder import Recorder
 
 
-def hold_then_sigkill(spec: SessionSpec) -> dict[str, Any]:
-    """Open ``spec`` in a separate process, read its attachment, SIGKILL it; the attachment."""
+def hold_then_sigkill(
+    spec: SessionSpec, prompt: str | None = None, until: str = "needs_input"
+) -> dict[str, Any]:
+    """Open ``spec`` in a separate process (with ``prompt``, submit it and wait for the screen to
+    show ``until``), read its attachment, SIGKILL it; the attachment."""
     payload = json.dumps(
         {
             "workspace": spec.workspace,
             "options": dict(spec.options),
             "setup_timeout_s": spec.setup_timeout_s,
+            "prompt": prompt,
+            "until": until,
         }
     )
     holder = subprocess.Popen(
@@ -64,6 +71,14 @@ async def hold(raw: str) -> None:
         options=data["options"],
     )
     session = await TmuxHarness().open(spec, Recorder())
+    running = None
+    if data.get("prompt"):
+        turn = TurnInput(turn_id="t-held", prompt=data["prompt"])
+        running = asyncio.ensure_future(session.submit(turn))
+        async with asyncio.timeout(60):
+            while session.state != data["until"]:
+                assert not running.done(), running.result()
+                await asyncio.sleep(0.05)
     print(json.dumps(session.attachment), flush=True)
     await asyncio.Event().wait()
 

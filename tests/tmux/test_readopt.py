@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import psutil
 import pytest
 
 from baton.harnesses.tmux import TmuxHarness, check_attachment
-from baton.session import NotAdoptable, Succeeded, TurnInput
+from baton.session import NotAdoptable, Succeeded, Text, TurnInput
 from tests.fakes.agent_models import AgentModelServer
-from tests.tmux.agents import Place, agent_spec, binary, generic_spec, script
+from tests.tmux.agents import Place, agent_spec, binary, generic_spec, permission_step, script
 from tests.tmux.holder import hold_then_sigkill, readopt
 from tests.tmux.recorder import Recorder
 
@@ -26,7 +27,7 @@ def test_pane_survives_sigkill_of_its_holder_and_is_readopted(place: Place, tag:
         session = await TmuxHarness("generic").adopt(readopt(spec), attach, recorder)
         assert session.settings["adopted"] is True
         assert session.pane_pid == attach["panePid"]
-        # What the adopted agent is doing: idle (the screen alone cannot tell more yet).
+        # What the adopted agent is doing, read off its screen: idle (it waits at its prompt).
         assert [(o.agent_session_id, o.observed) for o in recorder.opened] == [
             (attach["sessionName"], "idle")
         ]
@@ -59,6 +60,49 @@ def test_claude_pane_survives_sigkill_of_its_holder_and_is_readopted(
         assert outcome.basis == "agent_record"
         await session.close()
         assert session.ended_by == "exit_command"
+
+    asyncio.run(scenario())
+
+
+def test_claude_readopted_on_its_permission_dialog_is_needs_input_and_answered(
+    place: Place, tag: str, models: AgentModelServer
+) -> None:
+    """Issue 21: a Claude Code pane re-adopted on its permission dialog was reported ``idle``,
+    and prompts to it failed. It now opens ``needs_input`` with the dialog's question and
+    options, the turn found running is watched, the answer lands (after the input grace) and
+    the agent goes on; once its prompt is back the turn ends and the next prompt works."""
+    if binary("claude") is None:
+        pytest.skip("claude is not installed (scripts/dev setup)")
+    spec = agent_spec("claude", place, models, tag)
+    workspace = Path(spec.workspace)
+    asking = script(permission_step("claude", str(workspace)), {"text": "approved and done"})
+    attach = hold_then_sigkill(spec, prompt=asking)
+
+    async def scenario() -> None:
+        recorder = Recorder()
+        session = await TmuxHarness("claude").adopt(readopt(spec), attach, recorder)
+        try:
+            [opened] = recorder.opened
+            assert opened.observed == "needs_input" and opened.turn_id is not None, opened
+            [raised] = opened.pending
+            keys = [option.keys for option in raised.request.options]
+            assert "1" in keys, raised.request
+            assert not (workspace / "approved.txt").exists()
+            result = await session.answer(raised.request_id, Text(text="1"))
+            assert result.delivered and result.taken, result
+            async with asyncio.timeout(60):
+                while (ended := recorder.ended(opened.turn_id)) is None:
+                    await asyncio.sleep(0.05)
+            assert isinstance(ended.outcome, Succeeded), ended.outcome
+            assert ended.outcome.basis == "screen_idle"
+            assert (workspace / "approved.txt").read_text().strip() == "hi"
+            outcome = await session.submit(
+                TurnInput(turn_id="t-after", prompt=script({"text": "still claude"}))
+            )
+            assert isinstance(outcome, Succeeded) and outcome.text == "still claude", outcome
+        finally:
+            await session.close()
+        recorder.check()
 
     asyncio.run(scenario())
 

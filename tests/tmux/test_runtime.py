@@ -165,3 +165,39 @@ async def test_an_answer_to_a_pane_that_is_gone_is_not_delivered_and_types_nothi
     assert len(resolved) == 1, resolved  # once, before the turn's end
     await session.close()
     recorder.check()
+
+
+async def test_a_readopted_pane_on_its_question_opens_needs_input_and_is_answered(
+    place: Place, tag: str, tmp_path: Path
+) -> None:
+    """Issue 21: a pane re-adopted while its program asks opened ``idle`` and its question was
+    nobody's. Now it opens ``needs_input`` with the question held as the prompt of the turn
+    found running; the answer lands through the runtime, and once the program is back at its
+    prompt the session takes the next turn."""
+    spec = generic_spec(place, tag, enterDelayMs=150)
+    attachment = hold_then_sigkill(spec)
+    # The program starts a request no Baton process saw (its daemon is gone) and asks.
+    asking = script({"ask": "Overwrite?"}, {"text": "overwritten"})
+    pane = attachment["paneId"]
+    assert _tmux(place, "send-keys", "-t", pane, "-l", "--", asking).returncode == 0
+    assert _tmux(place, "send-keys", "-t", pane, "Enter").returncode == 0
+    await until(lambda: "[y/n]" in _tmux(place, "capture-pane", "-p", "-t", pane).stdout, "ask")
+    target = _target(readopt(spec))
+    run = await start(target, tmp_path, adopt=attachment)
+    result = await run.live.wait_open(30)
+    assert isinstance(result, OpenOk) and result.state is SessionState.NEEDS_INPUT, result
+    opened_entries = [e for e in run.live.log.read(0, 100).events if e.type == "session_opened"]
+    assert [e.data["observed"] for e in opened_entries] == ["needs_input"]
+    held = run.live.prompts.pending()
+    assert len(held) == 1 and "Overwrite?" in held[0].request.title, held
+    taken = await run.live.answer(held[0].request_id, Text(text="y"))
+    assert taken.result.taken, taken.result
+    assert _answers(spec) == ["y"]
+    await until(lambda: run.live.state is SessionState.IDLE, "the found turn ended")
+    record = await finished(
+        run.live.submit(TurnInput(turn_id="t-next", prompt=script({"text": "next one"}))),
+        target,
+    )
+    assert isinstance(record.outcome, Succeeded) and "next one" in record.outcome.text
+    await close(run, target)
+    assert_event_rules(run.recording)

@@ -35,6 +35,7 @@ from baton.session import (
     AnswerResult,
     HarnessError,
     Interrupted,
+    Opened,
     PromptRaised,
     PromptResolved,
     RunSettings,
@@ -79,6 +80,8 @@ class HostedSession:
     _stopping: bool = False
     #: The dialog the running turn asks now (the harness's request id).
     _asking: str | None = None
+    #: The turn found running when the pane was re-adopted (:meth:`_take_up`).
+    _adopted: SpawneaTurn | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -107,11 +110,34 @@ class HostedSession:
         else:
             agent = await harness.adopt(spec, attach, events)
         self.agent = agent
-        self.set_status("idle")
+        self._take_up(agent, events.opened)
         self.ready.set()
         self.log.append("session_opened", {"tmuxSession": agent.agent_session_id})
         self._monitor = asyncio.ensure_future(self._watch())
         return agent
+
+    def _take_up(self, agent: TmuxAgentSession, opened: Opened | None) -> None:
+        """Take up the turn a re-adopted pane shows running (``opened.turn_id``): Spawnea has
+        no record of its prompt (turns are volatile), so it becomes a turn of this daemon under
+        that id, ``working`` or ``needs_input`` (its dialog answerable by the next prompt, as a
+        live one is); it ends ``completed`` once the agent's prompt is back (basis
+        ``screen_idle``). Without one the session is ``idle``."""
+        if opened is None or opened.turn_id is None or opened.observed == "idle":
+            self.set_status("idle")
+            return
+        turn = SpawneaTurn(
+            turn_id=opened.turn_id,
+            session_key=self.session_key,
+            raw_start=agent.raw_log_size,
+            status=opened.observed,
+            delivered=True,  # whatever it was, the agent took it: it works or asks on it
+            message="a turn that was running when the daemon re-adopted the pane",
+        )
+        self.turns.add(turn)
+        self._adopted = turn
+        for raised in opened.pending:
+            self._asking = raised.request_id
+        self.set_status(opened.observed)
 
     async def _watch(self) -> None:
         """Follow the agent until it exits; a failing monitor re-attaches to the pane."""
@@ -147,11 +173,12 @@ class HostedSession:
         if state is None or self.status in ("unknown", "exited", "closed"):
             return
         turn = self.turns.current(self.session_key)
-        if turn is not None and not turn.ended and self._running is not None:
+        running = self._running is not None and not self._running.done()
+        if turn is not None and not turn.ended and (running or self._adopted is turn):
             wanted: Literal["needs_input", "working"] = (
                 "needs_input" if state == "needs_input" else "working"
             )
-            if turn.status != wanted and not self._running.done():
+            if turn.status != wanted:
                 turn.change(wanted)
                 self.set_status(wanted)
 
@@ -264,10 +291,14 @@ class _Events:
 
     def __init__(self, hosted: HostedSession) -> None:
         self._hosted = hosted
+        #: The session's ``Opened`` (what a re-adopted agent was doing).
+        self.opened: Opened | None = None
 
     def __call__(self, event: SessionEvent) -> None:
         hosted = self._hosted
-        if isinstance(event, Submitting):
+        if isinstance(event, Opened):
+            self.opened = event
+        elif isinstance(event, Submitting):
             hosted.log.append("turn_submitting", {"turnId": event.turn_id}, wake=False)
         elif isinstance(event, Submitted):
             turn = hosted.turns.by_id.get(event.turn_id)

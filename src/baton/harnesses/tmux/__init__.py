@@ -8,7 +8,8 @@ from __future__ import annotations
 from baton.harnesses.tmux.attachment_check import AttachmentStatus, check_attachment
 from baton.harnesses.tmux.harness import TmuxHarness, capabilities_for
 from baton.harnesses.tmux.options import Attachment, TmuxOptions
-from baton.harnesses.tmux.session import PaneTurn, TmuxAgentSession
+from baton.harnesses.tmux.session import TmuxAgentSession
+from baton.harnesses.tmux.turn import PaneTurn
 
 __all__ = [
     "Attachment",

@@ -297,17 +297,15 @@ class TmuxHarness:
 
 
 def observed_at_adoption(ctx: PaneContext) -> Observed:
-    """What a re-adopted agent is doing, as :class:`~baton.session.events.Opened` reports it.
-
-    Always ``idle`` for now, as before the session runtime: a screen that shows work cannot say
-    whose turn it is or when it ends, and a dialog on it belongs to a turn no one watches, so a
-    re-adopted session takes new prompts only once the agent is idle (a prompt before that is
-    refused ``agent_busy`` without typing). The agent's own reports (W3-B) make this exact: this
-    is where they return ``working`` or ``needs_input``, with the running turn's id and its
-    pending prompt in ``Opened.turn_id``/``Opened.pending``, and the session goes on watching
-    that turn.
-    """
-    return "idle"
+    """What a re-adopted agent is doing, as :class:`~baton.session.events.Opened` reports it:
+    the state the adapter reads off the screen as the monitor last saw it (``working`` while
+    it shows work, ``needs_input`` while a dialog is drawn, else ``idle``). A screen that shows
+    work or a dialog is a turn Baton did not start; the session watches it to its end
+    (:meth:`TmuxAgentSession.opened`), so its dialog can be answered and a new prompt is taken
+    once it ended. The agent's own reports (W3-B) are to refine this; today only the screen
+    feeds it (basis ``screen``)."""
+    state = ctx.monitor.latest.state
+    return state if state is not None else "idle"
 
 
 def _context(

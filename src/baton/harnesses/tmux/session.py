@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from baton.harnesses.tmux.adapters.base import ScreenState
 from baton.harnesses.tmux.answering import answer_with
 from baton.harnesses.tmux.output import read_raw
 from baton.harnesses.tmux.pane_context import PaneContext
-from baton.harnesses.tmux.turn import TurnControl, TurnRun, ready_for_prompt
+from baton.harnesses.tmux.turn import PaneTurn, TurnControl, TurnRun, adopted_run, ready_for_prompt
 from baton.panes import procs
 from baton.panes.redact import redact
 from baton.panes.server import TmuxError
@@ -38,18 +38,6 @@ from baton.session.prompts import AnswerResult, PromptAnswer
 from baton.session.protocol import Emit
 from baton.session.spec import Attachment, TurnInput
 from baton.session.terminal import CompactOutput, RawOutput, TerminalView
-
-
-@dataclass(frozen=True, slots=True)
-class PaneTurn:
-    """The pane's last turn: its id, its raw-log range (``raw_end`` None while it runs), its
-    compact output (None while it runs), and its terminal state."""
-
-    turn_id: str
-    raw_start: int
-    raw_end: int | None
-    output: CompactOutput | None
-    state: str
 
 
 class TmuxAgentSession:
@@ -70,6 +58,7 @@ class TmuxAgentSession:
         self._exit_pending: str | None = None
         self._closing: asyncio.Task[None] | None = None
         self._detached = False
+        self._adopted_turn: asyncio.Task[TurnOutcome] | None = None
         self.leftovers: list[int] = []
         """Pids still running after :meth:`close` ended the agent (normally empty)."""
         self.ended_by: str | None = None
@@ -124,16 +113,29 @@ class TmuxAgentSession:
 
     def opened(self, observed: Observed) -> None:
         """Report the session open (``Opened``; called once by the harness). ``observed`` is
-        what the agent is doing (a new session is ``idle``)."""
+        what the agent is doing (a new session is ``idle``). A re-adopted pane that shows work
+        or a dialog has a turn Baton did not start: it is named in ``Opened.turn_id`` (its
+        dialog in ``Opened.pending``) and watched to its end (:meth:`TurnRun.adopted`), so its
+        dialog can be answered and the session takes prompts again once it ended."""
         self._opened = True
+        found = self._adopted and observed != "idle"
+        run, raised = adopted_run(self._ctx, self._emit, observed) if found else (None, None)
+        if run is not None:
+            self._control = run.control
+            self._running = run  # answerable at once: Opened names its dialog
+            self._idle.clear()
         self._emit(
             Opened(
                 agent_session_id=self.agent_session_id,
                 reported=ReportedSettings(),  # a TUI reads nothing back that Baton could trust
                 attachment=self.attachment,
                 observed=observed,
+                turn_id=run.turn.turn_id if run is not None else None,
+                pending=(raised,) if raised is not None else (),
             )
         )
+        if run is not None:
+            self._adopted_turn = asyncio.ensure_future(self._drive(run, run.adopted()))
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -245,19 +247,25 @@ class TmuxAgentSession:
             raise SessionBusy("working", "submit")
         self._control = TurnControl()
         run = TurnRun(self._ctx, turn, self._emit, self._control)
+        return await self._drive(run, self._deliver(run))
+
+    async def _deliver(self, run: TurnRun) -> TurnOutcome:
+        outcome = await ready_for_prompt(self._ctx)
+        return outcome if outcome is not None else await run.run()
+
+    async def _drive(self, run: TurnRun, body: Awaitable[TurnOutcome]) -> TurnOutcome:
+        """Run ``body`` as the running turn ``run``; ``TurnEnded`` is emitted before it returns."""
+        turn_id = run.turn.turn_id
         self._running = run
         self._idle.clear()
         self._ctx.monitor.busy = True
         start = self._ctx.rawlog.size()
-        self._last = PaneTurn(turn.turn_id, start, None, None, "working")
+        self._last = PaneTurn(turn_id, start, None, None, "working")
         try:
-            outcome = await ready_for_prompt(self._ctx)
-            if outcome is None:
-                outcome = await run.run()
-            self._last = PaneTurn(
-                turn.turn_id, start, self._ctx.rawlog.size(), run.output, outcome.state
-            )
-            self._emit(TurnEnded(turn_id=turn.turn_id, outcome=outcome))
+            outcome = await body
+            end = self._ctx.rawlog.size()
+            self._last = PaneTurn(turn_id, start, end, run.output, outcome.state)
+            self._emit(TurnEnded(turn_id=turn_id, outcome=outcome))
             return outcome
         finally:
             self._running = None

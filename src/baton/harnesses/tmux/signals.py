@@ -120,6 +120,18 @@ class TurnSignals:
             self.reported, self.basis = state, "screen"
             self._emit(StateSeen(turn_id=self.turn_id, state=state, basis="screen"))
 
+    def adopt(self, state: ScreenState, screen: Screen) -> PromptRaised | None:
+        """Start from ``state`` as a re-adopted pane shows it (``screen``), without an event:
+        the session's ``Opened`` carries it. On ``needs_input`` the dialog drawn is raised now
+        and returned, for ``Opened.pending``."""
+        self.reported, self.basis = state, "screen"
+        if state != "needs_input":
+            return None
+        request = self._read_dialog(screen)
+        raised = Raised(request_id=str(uuid.uuid4()), request=request, at=time.monotonic())
+        self.raised = raised
+        return PromptRaised(turn_id=self.turn_id, request_id=raised.request_id, request=request)
+
     # -- prompts ---------------------------------------------------------------------------------
 
     def ask(self, request: PromptRequest) -> Raised:

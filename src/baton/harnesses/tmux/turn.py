@@ -26,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from baton.harnesses.tmux.adapters.base import Screen
+from baton.harnesses.tmux.adapters.base import Screen, ScreenState
 from baton.harnesses.tmux.adapters.dialogs import prompt_request
 from baton.harnesses.tmux.delivery import Delivery, deliver
 from baton.harnesses.tmux.files import Rec, TurnFacts, TurnTranscript
@@ -40,7 +41,7 @@ from baton.harnesses.tmux.pane_context import PaneContext
 from baton.harnesses.tmux.signals import TurnSignals
 from baton.panes.redact import redact
 from baton.panes.server import PanePosition, TmuxError
-from baton.session.events import Activity, Submitted, Submitting
+from baton.session.events import Activity, Observed, PromptRaised, Submitted, Submitting
 from baton.session.outcomes import Failed, Interrupted, Succeeded, TurnOutcome, Unknown
 from baton.session.prompts import PromptRequest
 from baton.session.protocol import Emit
@@ -100,12 +101,36 @@ async def _refresh(ctx: PaneContext) -> Observation:
         return ctx.monitor.latest
 
 
+def adopted_run(
+    ctx: PaneContext, emit: Emit, observed: Observed
+) -> tuple[TurnRun, PromptRaised | None]:
+    """The turn a re-adopted pane shows running (``observed`` ``working`` or ``needs_input``),
+    named ``adopted-<uuid>``, to watch with :meth:`TurnRun.adopted`; and the dialog it asks,
+    raised (for ``Opened.pending``)."""
+    turn = TurnInput(turn_id=f"adopted-{uuid.uuid4()}", prompt="")
+    run = TurnRun(ctx, turn, emit, TurnControl())
+    state: ScreenState = "needs_input" if observed == "needs_input" else "working"
+    return run, run.signals.adopt(state, ctx.monitor.latest.screen)
+
+
 def dialog_request(ctx: PaneContext, screen: Screen) -> PromptRequest:
     """The dialog drawn on ``screen`` as the request a caller is shown (the adapter's reading,
     secrets redacted)."""
     request = prompt_request(ctx.adapter.dialog(screen))
     title = redact(request.title, ctx.secrets)
     return request if title == request.title else replace(request, title=title)
+
+
+@dataclass(frozen=True, slots=True)
+class PaneTurn:
+    """The pane's last turn: its id, its raw-log range (``raw_end`` None while it runs), its
+    compact output (None while it runs), and its terminal state."""
+
+    turn_id: str
+    raw_start: int
+    raw_end: int | None
+    output: CompactOutput | None
+    state: str
 
 
 class TurnRun:
@@ -161,6 +186,32 @@ class TurnRun:
         outcome = await self._watch()
         self.signals.ended_in(self.ctx.monitor.latest)
         self.signals.finish()
+        return outcome
+
+    async def adopted(self) -> TurnOutcome:
+        """Watch a turn that was running when the pane was re-adopted (nothing is typed): its
+        prompt is unknown, so no done record can be matched to it and it ends when the screen
+        is idle and held for the settle time (basis ``screen_idle``, for every adapter). A line
+        program's answer is read from its last prompt line on the screen at adoption."""
+        ctx = self.ctx
+        if ctx.adapter.output_below_input:
+            now = await self._position()
+            lines = ctx.monitor.latest.screen.lines
+            typed = [i for i, line in enumerate(lines) if ctx.adapter.is_prompt_line(line)]
+            if now is not None and typed:
+                self.anchor = replace(now, cursor=typed[-1])
+        outcome = await self._watch()
+        self.signals.ended_in(ctx.monitor.latest)
+        self.signals.finish()
+        if isinstance(outcome, Succeeded):
+            outcome = replace(
+                outcome,
+                message=(
+                    "the agent's prompt is back after a turn that was running when Baton "
+                    "re-adopted the pane (basis screen_idle: Baton did not see this turn's "
+                    "prompt, so no record of the agent's could be matched to it)"
+                ),
+            )
         return outcome
 
     def _undelivered(self, delivery: Delivery) -> TurnOutcome:
