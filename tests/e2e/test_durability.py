@@ -338,11 +338,21 @@ def test_the_replacement_spare_worker_starts_after_the_turn_not_during_it(host: 
     server = host.server()
 
     def workers() -> list[psutil.Process]:
-        return [
-            p
-            for p in psutil.Process(server.pid).children()
-            if "baton.supervisor.worker" in " ".join(p.cmdline())
-        ]
+        found = []
+        for p in psutil.Process(server.pid).children():
+            try:
+                if "baton.supervisor.worker" in " ".join(p.cmdline()):
+                    found.append(p)
+            except psutil.Error:  # the run's worker exiting (a zombie until reaped), or gone
+                continue
+        return found
+
+    def idle_spare(p: psutil.Process) -> bool:
+        """A live worker with no agent under it (an exiting worker has none either)."""
+        try:
+            return p.status() != psutil.STATUS_ZOMBIE and not p.children()
+        except psutil.Error:
+            return False
 
     try:
         run = host.start(server, "spare-1", "FAKE:events=150,100")  # 1.5 s of streaming
@@ -351,9 +361,9 @@ def test_the_replacement_spare_worker_starts_after_the_turn_not_during_it(host: 
         during = [bool(p.children()) for p in workers()]
         view = terminal(server, run["runId"])
         deadline = time.monotonic() + 20
-        while not [p for p in workers() if not p.children()] and time.monotonic() < deadline:
+        while not [p for p in workers() if idle_spare(p)] and time.monotonic() < deadline:
             time.sleep(0.05)
-        spares = [p for p in workers() if not p.children()]
+        spares = [p for p in workers() if idle_spare(p)]
     finally:
         server.close()
     assert not streaming["terminal"] and view["state"] == "succeeded"
