@@ -1,7 +1,8 @@
 """Fixtures for tests that drive the tmux harness: an isolated tmux server per test (always
 killed, its processes checked gone), a tag in every pane's environment, and the fake model.
 
-``tests/tmux/conftest.py`` and ``tests/conformance/conftest.py`` import them."""
+``tests/tmux/conftest.py``, ``tests/conformance/conftest.py`` and ``tests/acp/conftest.py`` (its
+own ``tag``) import them."""
 
 from __future__ import annotations
 
