@@ -254,16 +254,24 @@ def script(*steps: dict[str, object]) -> str:
     return "FAKE-SCRIPT: " + json.dumps({"steps": list(steps)})
 
 
-async def until_turn(client: Client, turn_id: str, status: str, after: int) -> Json:
+async def until_turn(
+    client: Client,
+    turn_id: str,
+    status: str,
+    after: int,
+    *,
+    on_the_way: frozenset[str] | None = frozenset({"working"}),
+) -> Json:
     """Long-poll ``spawnea_get_turn`` from ``afterVersion=after`` until the turn is ``status``;
-    every answer on the way must still be ``working`` (the waits are bounded by the server)."""
+    every answer on the way must be one of ``on_the_way`` (None: any), the waits bounded by the
+    server."""
     for _ in range(10):
         read = await call(
             client, "spawnea_get_turn", {"turnId": turn_id, "afterVersion": after, "waitMs": 20000}
         )
         if read["status"] == status:
             return read
-        assert read["status"] == "working", read
+        assert on_the_way is None or read["status"] in on_the_way, read
         after = read["version"]
     raise AssertionError(f"turn {turn_id} never became {status}")
 

@@ -35,21 +35,6 @@ def by_id(listing: Json) -> dict[str, Json]:
     return {str(s["id"]): s for s in sessions}
 
 
-async def until_status(client: object, turn_id: str, wanted: str) -> Json:
-    """Long-poll ``spawnea_get_turn`` until the turn is ``wanted`` (bounded by the server)."""
-    after = 0
-    for _ in range(10):
-        read = await call(
-            client,  # type: ignore[arg-type]
-            "spawnea_get_turn",
-            {"turnId": turn_id, "afterVersion": after, "waitMs": 20000},
-        )
-        if read["status"] == wanted:
-            return read
-        after = int(read["version"])
-    raise AssertionError(f"turn {turn_id} never became {wanted}")
-
-
 async def test_after_kill_9_a_question_and_a_working_turn_are_recovered(
     make_spawnea_site: MakeSpawneaSite, tmp_path: Path
 ) -> None:
@@ -70,7 +55,7 @@ async def test_after_kill_9_a_question_and_a_working_turn_are_recovered(
             ask = script({"ask": "Proceed?"}, {"text": "went on"})
             sent = await call(client, "spawnea_send_prompt", {"target": asker, "prompt": ask})
             assert sent["delivered"] is True
-            await until_status(client, sent["turnId"], "needs_input")
+            await until_turn(client, sent["turnId"], "needs_input", 0, on_the_way=None)
             # Four chunks 4 s apart (12 s): the worker is still on its answer after the restart.
             slow = script({"text": "aaaabbbbcccc", "chunks": 4, "delayMs": 4000})
             sent = await call(client, "spawnea_send_prompt", {"target": worker, "prompt": slow})
@@ -99,13 +84,13 @@ async def test_after_kill_9_a_question_and_a_working_turn_are_recovered(
             answered = await call(own, "spawnea_send_prompt", {"target": "asker", "prompt": "y"})
             assert answered["delivered"] is True, answered
             assert answered["turnId"] == asked_turn
-            done = await until_status(own, asked_turn, "completed")
+            done = await until_turn(own, asked_turn, "completed", 0, on_the_way=None)
             assert "went on" in str(done["output"]), done
             assert done["completionBasis"] == "screen_idle", done
 
             # The working turn's end is noticed; the session is idle again.
             worked_turn = str(sessions[worker]["lastTurnId"])
-            worked = await until_status(own, worked_turn, "completed")
+            worked = await until_turn(own, worked_turn, "completed", 0, on_the_way=None)
             # Its prompt was never seen by this daemon: the end rests on the screen alone.
             assert worked["completionBasis"] == "screen_idle", worked
             assert "cccc" in str(worked["output"]), worked
