@@ -48,6 +48,7 @@ from baton.harnesses.base import (
     TurnOutcome,
     Unknown,
 )
+from tests.conformance.suite import assert_gone, processes_of
 
 #: The per-turn sink calls, in the order the interface allows them.
 TURN_CALLS = (
@@ -208,25 +209,7 @@ async def _open(
 
 
 def _processes(sink: RecordingSink) -> list[psutil.Process]:
-    procs: list[psutil.Process] = []
-    for pid in sink.spawned_pids:
-        try:
-            root = psutil.Process(pid)
-            procs += [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
-    return procs
-
-
-async def _assert_gone(procs: list[psutil.Process], wait_s: float = 10.0) -> None:
-    deadline = time.monotonic() + wait_s
-    alive = procs
-    while True:
-        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-        if not alive or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.1)
-    assert not alive, f"processes left after close(): {[(p.pid, p.name()) for p in alive]}"
+    return processes_of(sink.spawned_pids)
 
 
 def _assert_clean(sink: RecordingSink) -> None:
@@ -283,7 +266,7 @@ async def check_turn_succeeds_with_its_answer(target: ConformanceTarget, directo
         assert procs, "sink.spawned() named no live process"
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -299,7 +282,7 @@ async def check_two_turns_share_one_agent(target: ConformanceTarget, directory: 
         procs = _processes(sink)
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -328,7 +311,7 @@ async def check_interrupt_ends_slow_turn(target: ConformanceTarget, directory: P
         procs = _processes(sink)
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -343,7 +326,7 @@ async def check_interrupt_when_idle_is_a_no_op(target: ConformanceTarget, direct
         procs = _processes(sink)
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -373,7 +356,7 @@ async def check_second_submit_while_running_raises(
         procs = _processes(sink)
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -390,7 +373,7 @@ async def check_close_during_turn_ends_it(target: ConformanceTarget, directory: 
     outcome = await asyncio.wait_for(running, 60)
     assert isinstance(outcome, Interrupted | Failed), f"a closed turn ended {outcome!r}"
     _assert_turn_order(sink, turn.turn_id)
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -408,7 +391,7 @@ async def check_open_failure_leaves_nothing(target: ConformanceTarget, directory
         await exc.clean_up()  # what the failed open started, stopped once the failure is known
     else:
         raise AssertionError("open() of a broken spec did not raise HarnessError")
-    await _assert_gone(_processes(sink))
+    await assert_gone(_processes(sink))
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert after <= before, f"child processes left: {after - before}"
 
@@ -484,7 +467,7 @@ async def check_permission_allowed_writes(target: ConformanceTarget, directory: 
         procs = _processes(sink)
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -510,7 +493,7 @@ async def check_permission_declined_does_not_write(
         procs = _processes(sink)
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -545,7 +528,7 @@ async def check_interrupt_while_permission_pending(
         procs = _processes(sink)
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 
@@ -567,7 +550,7 @@ async def _broken_turn(target: ConformanceTarget, directory: Path, prompt: str) 
         )
     finally:
         await session.close()
-    await _assert_gone(procs)
+    await assert_gone(procs)
     _assert_clean(sink)
 
 

@@ -23,7 +23,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,8 +252,13 @@ def assert_event_rules(recording: Recording) -> None:
 
 
 def _processes(recording: Recording) -> list[psutil.Process]:
+    return processes_of(recording.pids())
+
+
+def processes_of(pids: Iterable[int]) -> list[psutil.Process]:
+    """Each of ``pids`` that still runs, with all its descendants."""
     found: list[psutil.Process] = []
-    for pid in recording.pids():
+    for pid in pids:
         try:
             root = psutil.Process(pid)
             found += [root, *root.children(recursive=True)]
